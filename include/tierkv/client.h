@@ -1,0 +1,150 @@
+// tierkv::Client: the C++ client of a tierkv manager.
+//
+// Connect to "unix:/path/to/tierkv.sock" (same host) or "tcp://host:port".
+// Over the Unix socket the manager hands over its DRAM pool at handshake and the
+// client maps it: a put reserves space (alloc), copies the bytes straight into
+// the pool and commits; a get takes a read lease, copies straight out of the pool
+// and releases. Each byte is copied once. Over TCP the bytes travel inline in the
+// frames and the client never sees pool memory.
+//
+// Every call names a tenant (default "default"); (tenant, key) identifies an
+// object, and keys are opaque bytes. Batch calls make one round trip per chunk
+// (chunks are split by the manager's batch and frame limits) and return one
+// status per item, in input order.
+//
+// Errors: every call returns Status / Result with a code from status.h. A lost
+// connection fails the call in progress with UNAVAILABLE; the next call
+// reconnects (and, over the Unix socket, maps the pool again).
+//
+// Thread-safety: a Client may be shared by threads; its calls are serialised on
+// one connection. For parallel transfers use one Client per thread.
+//
+// Ownership: buffers passed in are only read (puts) or written (gets) during the
+// call; the client keeps no pointer to them afterwards.
+#ifndef TIERKV_CLIENT_H_
+#define TIERKV_CLIENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierkv/status.h"
+#include "tierkv/types.h"
+
+namespace tierkv {
+
+struct ClientOptions {
+  uint32_t rank = 0;             // the engine's device rank, for per-rank metrics
+  std::string client_name;       // free text shown in manager logs
+  int io_timeout_ms = 30000;     // a manager silent for this long fails the call
+  // Pre-fault the whole pool mapping at connect (Unix socket only): costs a few
+  // hundred ms per GiB once, saves page faults on every later put and get.
+  // Short-lived tools turn it off.
+  bool prefault_pool = true;
+};
+
+struct WriteOptions {
+  std::string_view tenant = kDefaultTenant;
+  std::string_view group_id;     // optional grouping label stored with the object
+};
+
+struct PutItem {
+  std::string_view key;
+  const void* data = nullptr;
+  size_t size = 0;
+  std::string_view group_id;
+};
+
+struct GetItem {
+  std::string_view key;
+  void* buffer = nullptr;
+  size_t capacity = 0;
+};
+
+struct RemoveAllStats {
+  uint64_t removed = 0;
+  uint64_t skipped = 0;   // leased or in-flight objects left in place (force=false)
+  bool cleared = false;   // the tenant is now empty
+};
+
+struct KeyList {
+  std::vector<std::string> keys;
+  bool truncated = false;  // the reply hit the manager's frame limit
+};
+
+class Client {
+ public:
+  // Connects and performs the handshake. Errors: INVALID_ARGUMENT (bad address),
+  // UNAVAILABLE (nobody listening), IO_ERROR, PROTOCOL_ERROR.
+  static Result<std::unique_ptr<Client>> Connect(std::string_view address,
+                                                 const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // True when connected over the Unix socket with the pool mapped.
+  bool shared_memory() const;
+  // The manager's limits, learnt at handshake.
+  uint64_t max_object_bytes() const;
+  uint32_t max_key_bytes() const;
+
+  // Stores a new object. DUPLICATED when the key is already stored.
+  Status Put(std::string_view key, const void* data, size_t size,
+             const WriteOptions& options = {});
+  Status Put(std::string_view key, std::string_view value, const WriteOptions& options = {}) {
+    return Put(key, value.data(), value.size(), options);
+  }
+  // Stores or replaces.
+  Status Upsert(std::string_view key, const void* data, size_t size,
+                const WriteOptions& options = {});
+  Status Upsert(std::string_view key, std::string_view value, const WriteOptions& options = {}) {
+    return Upsert(key, value.data(), value.size(), options);
+  }
+
+  // Copies the value into `buffer` and returns its length. NOT_FOUND on a miss;
+  // TOO_LARGE when `capacity` is smaller than the value (nothing is copied; the
+  // message gives the size); LEASE_EXPIRED when the copy took longer than the
+  // read lease (the buffer content must be discarded).
+  Result<size_t> Get(std::string_view key, void* buffer, size_t capacity,
+                     std::string_view tenant = kDefaultTenant);
+  // Returns the value as a new string.
+  Result<std::string> Get(std::string_view key, std::string_view tenant = kDefaultTenant);
+
+  std::vector<Status> BatchPut(std::span<const PutItem> items,
+                               std::string_view tenant = kDefaultTenant, bool upsert = false);
+  // Per item: the value length, or an error as for Get.
+  std::vector<Result<size_t>> BatchGet(std::span<const GetItem> items,
+                                       std::string_view tenant = kDefaultTenant);
+  std::vector<Result<std::string>> BatchGet(std::span<const std::string_view> keys,
+                                            std::string_view tenant = kDefaultTenant);
+
+  // OK when stored, NOT_FOUND when not.
+  Status Exist(std::string_view key, std::string_view tenant = kDefaultTenant);
+  std::vector<Status> BatchExist(std::span<const std::string_view> keys,
+                                 std::string_view tenant = kDefaultTenant);
+  Result<ObjectInfo> Query(std::string_view key, std::string_view tenant = kDefaultTenant);
+  std::vector<Result<ObjectInfo>> BatchQuery(std::span<const std::string_view> keys,
+                                             std::string_view tenant = kDefaultTenant);
+  Status Remove(std::string_view key, std::string_view tenant = kDefaultTenant);
+  std::vector<Status> BatchRemove(std::span<const std::string_view> keys,
+                                  std::string_view tenant = kDefaultTenant);
+  // Removes every object of `tenant`; leased or in-flight ones only with `force`.
+  Result<RemoveAllStats> RemoveAll(std::string_view tenant = kDefaultTenant, bool force = false);
+  // Stored keys of `tenant` that start with `prefix`, sorted; at most `limit` (0: all).
+  Result<KeyList> ListKeys(std::string_view tenant = kDefaultTenant,
+                           std::string_view prefix = {}, uint32_t limit = 0);
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLIENT_H_

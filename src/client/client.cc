@@ -1,0 +1,550 @@
+// tierkv::Client: calls encoded onto a Connection. Shared-memory paths (alloc /
+// copy / commit, lease / copy / release) when the pool is mapped, inline bytes
+// otherwise.
+#include "tierkv/client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "client/connection.h"
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+
+namespace tierkv {
+
+using proto::Opcode;
+using proto::Reader;
+using proto::Writer;
+
+namespace {
+
+// Bytes a batch frame needs besides the values themselves, per item and fixed.
+constexpr size_t kItemOverhead = 32;
+constexpr size_t kFrameOverhead = 256;
+
+Status SizeMismatch(size_t value, size_t capacity) {
+  return Status(Code::kTooLarge, "buffer of " + std::to_string(capacity) +
+                                     " bytes is smaller than the value (" +
+                                     std::to_string(value) + " bytes)");
+}
+
+// Fails every entry of `out` that is still unset with `st` (a call-level error).
+template <typename R>
+void FillAll(std::vector<R>& out, size_t from, size_t to, const Status& st) {
+  for (size_t i = from; i < to; ++i) out[i] = R(st);
+}
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  Impl(proto::Address address, const ClientOptions& options) : conn(std::move(address), options) {}
+  std::mutex mu;
+  Connection conn;
+  std::string body;
+  std::string reply;
+
+  Status Call(Opcode op) { return conn.Call(op, body, &reply); }
+  Writer Begin() {
+    body.clear();
+    return Writer(&body);
+  }
+  uint32_t MaxBatch() const { return std::max<uint32_t>(1, conn.limits().max_batch); }
+  size_t MaxFrame() const { return conn.limits().max_frame_bytes; }
+
+  Status PutOne(std::string_view key, const void* data, size_t size, const WriteOptions& o,
+                bool upsert);
+  Result<size_t> GetOne(std::string_view key, void* buffer, size_t capacity,
+                        std::string_view tenant, std::string* out);
+  void BatchPutChunk(std::span<const PutItem> items, std::string_view tenant, bool upsert,
+                     Status* out);
+  void BatchGetShm(std::span<const GetItem> items, std::string_view tenant,
+                   std::vector<Result<size_t>>& out, size_t base);
+  size_t BatchGetInline(std::span<const GetItem> items, std::string_view tenant,
+                        std::vector<Result<size_t>>& out, size_t base);
+  template <typename R, typename Fn>
+  std::vector<R> KeyBatch(Opcode op, std::span<const std::string_view> keys,
+                          std::string_view tenant, Fn decode_item);
+};
+
+Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,
+                                                const ClientOptions& options) {
+  Result<proto::Address> addr = proto::ParseAddress(address);
+  if (!addr.ok()) return addr.status();
+  auto impl = std::make_unique<Impl>(*addr, options);
+  if (Status st = impl->conn.Open(); !st.ok()) return st;
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+bool Client::shared_memory() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->conn.shared_memory();
+}
+uint64_t Client::max_object_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->conn.limits().max_object_bytes;
+}
+uint32_t Client::max_key_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->conn.limits().max_key_bytes;
+}
+
+// ---------------------------------------------------------------------------
+// Single puts and gets.
+
+Status Client::Impl::PutOne(std::string_view key, const void* data, size_t size,
+                            const WriteOptions& o, bool upsert) {
+  const uint8_t flags = upsert ? proto::kPutUpsert : 0;
+  if (conn.shared_memory()) {
+    Writer w = Begin();
+    proto::AllocRequest{o.tenant, key, size, o.group_id, flags}.Encode(w);
+    if (Status st = Call(Opcode::kAlloc); !st.ok()) return st;
+    Reader r(reply);
+    const proto::AllocReply grant = proto::DecodeAllocReply(r);
+    if (!r.ok() || grant.offset + size > conn.pool_size()) {
+      return Status(Code::kProtocolError, "malformed alloc reply");
+    }
+    std::memcpy(conn.pool() + grant.offset, data, size);
+    Writer c = Begin();
+    c.U64(grant.alloc_id);
+    return Call(Opcode::kCommit);
+  }
+  if (size > conn.limits().max_object_bytes) {
+    return Status(Code::kTooLarge, "value is " + std::to_string(size) +
+                                       " bytes; the limit (max-object-bytes) is " +
+                                       std::to_string(conn.limits().max_object_bytes));
+  }
+  if (size + key.size() + o.tenant.size() + o.group_id.size() + kFrameOverhead > MaxFrame()) {
+    return Status(Code::kTooLarge, "value of " + std::to_string(size) +
+                                       " bytes does not fit in one frame (max-frame-bytes " +
+                                       std::to_string(MaxFrame()) + ")");
+  }
+  Writer w = Begin();
+  proto::PutRequest{o.tenant, key, o.group_id, flags,
+                    std::string_view(static_cast<const char*>(data), size)}
+      .Encode(w);
+  return Call(Opcode::kPut);
+}
+
+Status Client::Put(std::string_view key, const void* data, size_t size,
+                   const WriteOptions& options) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->PutOne(key, data, size, options, /*upsert=*/false);
+}
+
+Status Client::Upsert(std::string_view key, const void* data, size_t size,
+                      const WriteOptions& options) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->PutOne(key, data, size, options, /*upsert=*/true);
+}
+
+// Copies into `buffer` (capacity bytes) or, when `out` is set, into *out.
+Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t capacity,
+                                    std::string_view tenant, std::string* out) {
+  Writer w = Begin();
+  proto::KeyRequest{tenant, key}.Encode(w);
+  if (conn.shared_memory()) {
+    if (Status st = Call(Opcode::kLease); !st.ok()) return st;
+    Reader r(reply);
+    const proto::LeaseReply lease = proto::DecodeLeaseReply(r);
+    if (!r.ok() || lease.offset + lease.size > conn.pool_size()) {
+      return Status(Code::kProtocolError, "malformed lease reply");
+    }
+    Status copy_status;
+    if (out != nullptr) {
+      out->resize(lease.size);
+      std::memcpy(out->data(), conn.pool() + lease.offset, lease.size);
+    } else if (lease.size > capacity) {
+      copy_status = SizeMismatch(lease.size, capacity);
+    } else {
+      std::memcpy(buffer, conn.pool() + lease.offset, lease.size);
+    }
+    Writer rel = Begin();
+    rel.U64(lease.lease_id);
+    Status st = Call(Opcode::kRelease);
+    if (!copy_status.ok()) return copy_status;
+    if (!st.ok()) return st;  // LEASE_EXPIRED: the copy may be torn
+    return static_cast<size_t>(lease.size);
+  }
+  if (Status st = Call(Opcode::kGet); !st.ok()) return st;
+  Reader r(reply);
+  std::string_view value = r.Str();
+  if (Status st = r.Finish("get reply"); !st.ok()) return st;
+  if (out != nullptr) {
+    out->assign(value);
+  } else if (value.size() > capacity) {
+    return SizeMismatch(value.size(), capacity);
+  } else {
+    std::memcpy(buffer, value.data(), value.size());
+  }
+  return value.size();
+}
+
+Result<size_t> Client::Get(std::string_view key, void* buffer, size_t capacity,
+                           std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->GetOne(key, buffer, capacity, tenant, nullptr);
+}
+
+Result<std::string> Client::Get(std::string_view key, std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::string value;
+  Result<size_t> r = impl_->GetOne(key, nullptr, 0, tenant, &value);
+  if (!r.ok()) return r.status();
+  return value;
+}
+
+// ---------------------------------------------------------------------------
+// Batch puts.
+
+// One round trip (or two over shared memory) for items that fit one frame.
+void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_view tenant,
+                                 bool upsert, Status* out) {
+  const uint8_t flags = upsert ? proto::kPutUpsert : 0;
+  if (conn.shared_memory()) {
+    proto::BatchAllocRequest req;
+    req.tenant = tenant;
+    for (const PutItem& it : items) req.items.push_back({it.key, it.size, it.group_id, flags});
+    Writer w = Begin();
+    req.Encode(w);
+    if (Status st = Call(Opcode::kBatchAlloc); !st.ok()) {
+      std::fill(out, out + items.size(), st);
+      return;
+    }
+    Reader r(reply);
+    const uint32_t n = r.U32();
+    std::vector<uint64_t> ids;
+    std::vector<size_t> idx;
+    for (uint32_t i = 0; i < n && i < items.size(); ++i) {
+      out[i] = r.ItemStatus();
+      if (!out[i].ok()) continue;
+      const proto::AllocReply g = proto::DecodeAllocReply(r);
+      if (!r.ok() || g.offset + items[i].size > conn.pool_size()) break;
+      std::memcpy(conn.pool() + g.offset, items[i].data, items[i].size);
+      ids.push_back(g.alloc_id);
+      idx.push_back(i);
+    }
+    if (!r.done() || n != items.size()) {
+      std::fill(out, out + items.size(), Status(Code::kProtocolError, "malformed batch_alloc reply"));
+      return;
+    }
+    if (ids.empty()) return;
+    Writer c = Begin();
+    proto::BatchIdsRequest{ids}.Encode(c);
+    Status st = Call(Opcode::kBatchCommit);
+    Reader cr(reply);
+    const uint32_t m = st.ok() ? cr.U32() : 0;
+    for (size_t j = 0; j < idx.size(); ++j) {
+      out[idx[j]] = !st.ok() ? st : j < m ? cr.ItemStatus()
+                                          : Status(Code::kProtocolError, "short batch_commit reply");
+    }
+    return;
+  }
+  proto::BatchPutRequest req;
+  req.tenant = tenant;
+  for (const PutItem& it : items) {
+    req.items.push_back({it.key, it.group_id, flags,
+                         std::string_view(static_cast<const char*>(it.data), it.size)});
+  }
+  Writer w = Begin();
+  req.Encode(w);
+  if (Status st = Call(Opcode::kBatchPut); !st.ok()) {
+    std::fill(out, out + items.size(), st);
+    return;
+  }
+  Reader r(reply);
+  const uint32_t n = r.U32();
+  for (size_t i = 0; i < items.size(); ++i) {
+    out[i] = i < n ? r.ItemStatus() : Status(Code::kProtocolError, "short batch_put reply");
+  }
+}
+
+std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string_view tenant,
+                                     bool upsert) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<Status> out(items.size());
+  size_t i = 0;
+  while (i < items.size()) {
+    // A chunk ends at the batch limit or, inline, before the frame limit.
+    size_t j = i;
+    size_t bytes = kFrameOverhead;
+    const bool inline_bytes = !impl_->conn.shared_memory();
+    while (j < items.size() && j - i < impl_->MaxBatch()) {
+      const size_t item_bytes = kItemOverhead + items[j].key.size() + items[j].group_id.size() +
+                                (inline_bytes ? items[j].size : 0);
+      if (j > i && bytes + item_bytes > impl_->MaxFrame()) break;
+      bytes += item_bytes;
+      ++j;
+    }
+    if (inline_bytes && bytes > impl_->MaxFrame()) {
+      out[i] = Status(Code::kTooLarge, "value of " + std::to_string(items[i].size) +
+                                           " bytes does not fit in one frame");
+      ++i;
+      continue;
+    }
+    impl_->BatchPutChunk(items.subspan(i, j - i), tenant, upsert, out.data() + i);
+    i = j;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Batch gets.
+
+void Client::Impl::BatchGetShm(std::span<const GetItem> items, std::string_view tenant,
+                               std::vector<Result<size_t>>& out, size_t base) {
+  proto::BatchKeysRequest req;
+  req.tenant = tenant;
+  for (const GetItem& it : items) req.keys.push_back(it.key);
+  Writer w = Begin();
+  req.Encode(w);
+  if (Status st = Call(Opcode::kBatchLease); !st.ok()) {
+    FillAll(out, base, base + items.size(), st);
+    return;
+  }
+  Reader r(reply);
+  const uint32_t n = r.U32();
+  std::vector<uint64_t> ids;
+  std::vector<size_t> idx;
+  for (uint32_t i = 0; i < n && i < items.size(); ++i) {
+    Status st = r.ItemStatus();
+    if (!st.ok()) {
+      out[base + i] = st;
+      continue;
+    }
+    const proto::LeaseReply l = proto::DecodeLeaseReply(r);
+    if (!r.ok() || l.offset + l.size > conn.pool_size()) break;
+    if (l.size > items[i].capacity) {
+      out[base + i] = SizeMismatch(l.size, items[i].capacity);
+    } else {
+      std::memcpy(items[i].buffer, conn.pool() + l.offset, l.size);
+      out[base + i] = static_cast<size_t>(l.size);
+    }
+    ids.push_back(l.lease_id);
+    idx.push_back(i);
+  }
+  if (!r.done() || n != items.size()) {
+    FillAll(out, base, base + items.size(),
+            Status(Code::kProtocolError, "malformed batch_lease reply"));
+    return;
+  }
+  if (ids.empty()) return;
+  Writer rel = Begin();
+  proto::BatchIdsRequest{ids}.Encode(rel);
+  Status st = Call(Opcode::kBatchRelease);
+  Reader rr(reply);
+  const uint32_t m = st.ok() ? rr.U32() : 0;
+  for (size_t j = 0; j < idx.size(); ++j) {
+    Status rs = !st.ok() ? st : j < m ? rr.ItemStatus()
+                                      : Status(Code::kProtocolError, "short batch_release reply");
+    if (!rs.ok() && out[base + idx[j]].ok()) out[base + idx[j]] = rs;
+  }
+}
+
+// Returns how many leading items were answered; the rest hit the reply limit.
+size_t Client::Impl::BatchGetInline(std::span<const GetItem> items, std::string_view tenant,
+                                    std::vector<Result<size_t>>& out, size_t base) {
+  proto::BatchKeysRequest req;
+  req.tenant = tenant;
+  for (const GetItem& it : items) req.keys.push_back(it.key);
+  Writer w = Begin();
+  req.Encode(w);
+  if (Status st = Call(Opcode::kBatchGet); !st.ok()) {
+    FillAll(out, base, base + items.size(), st);
+    return items.size();
+  }
+  Reader r(reply);
+  const uint32_t n = r.U32();
+  // The manager answers RETRY for every item after the one that filled its
+  // reply; those are asked for again by the caller's loop.
+  size_t answered = items.size();
+  for (uint32_t i = 0; i < n && i < items.size(); ++i) {
+    Status st = r.ItemStatus();
+    if (st.code() == Code::kRetry) {
+      answered = std::min<size_t>(answered, i);
+      continue;
+    }
+    if (!st.ok()) {
+      out[base + i] = st;
+      continue;
+    }
+    std::string_view v = r.Str();
+    if (v.size() > items[i].capacity) {
+      out[base + i] = SizeMismatch(v.size(), items[i].capacity);
+    } else {
+      std::memcpy(items[i].buffer, v.data(), v.size());
+      out[base + i] = v.size();
+    }
+  }
+  if (!r.done() || n != items.size()) {
+    FillAll(out, base, base + items.size(),
+            Status(Code::kProtocolError, "malformed batch_get reply"));
+    return items.size();
+  }
+  return std::max<size_t>(answered, 1);
+}
+
+std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
+                                             std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<Result<size_t>> out(items.size(), Result<size_t>(size_t{0}));
+  size_t i = 0;
+  while (i < items.size()) {
+    const size_t n = std::min<size_t>(impl_->MaxBatch(), items.size() - i);
+    if (impl_->conn.shared_memory()) {
+      impl_->BatchGetShm(items.subspan(i, n), tenant, out, i);
+      i += n;
+    } else {
+      i += impl_->BatchGetInline(items.subspan(i, n), tenant, out, i);
+    }
+  }
+  return out;
+}
+
+std::vector<Result<std::string>> Client::BatchGet(std::span<const std::string_view> keys,
+                                                  std::string_view tenant) {
+  // Sizes first (one batch query), then one batch get into right-sized buffers.
+  std::vector<Result<ObjectInfo>> infos = BatchQuery(keys, tenant);
+  std::vector<std::string> values(keys.size());
+  std::vector<GetItem> items;
+  std::vector<size_t> idx;
+  std::vector<Result<std::string>> out(keys.size(), Result<std::string>(std::string()));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!infos[i].ok()) {
+      out[i] = infos[i].status();
+      continue;
+    }
+    values[i].resize(infos[i]->size);
+    items.push_back({keys[i], values[i].data(), values[i].size()});
+    idx.push_back(i);
+  }
+  std::vector<Result<size_t>> got = BatchGet(items, tenant);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const size_t i = idx[j];
+    if (got[j].code() == Code::kTooLarge) {
+      // Replaced by a larger value between the query and the get: fetch alone.
+      out[i] = Get(keys[i], tenant);
+    } else if (!got[j].ok()) {
+      out[i] = got[j].status();
+    } else {
+      values[i].resize(*got[j]);
+      out[i] = std::move(values[i]);
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Keyed lookups and removal.
+
+template <typename R, typename Fn>
+std::vector<R> Client::Impl::KeyBatch(Opcode op, std::span<const std::string_view> keys,
+                                      std::string_view tenant, Fn decode_item) {
+  std::vector<R> out(keys.size(), R(Status(Code::kInternal, "not answered")));
+  for (size_t i = 0; i < keys.size();) {
+    const size_t n = std::min<size_t>(MaxBatch(), keys.size() - i);
+    proto::BatchKeysRequest req;
+    req.tenant = tenant;
+    req.keys.assign(keys.begin() + i, keys.begin() + i + n);
+    Writer w = Begin();
+    req.Encode(w);
+    if (Status st = Call(op); !st.ok()) {
+      FillAll(out, i, i + n, st);
+    } else {
+      Reader r(reply);
+      const uint32_t m = r.U32();
+      for (size_t j = 0; j < n && j < m; ++j) {
+        Status st = r.ItemStatus();
+        out[i + j] = st.ok() ? decode_item(r) : R(st);
+      }
+      if (!r.done() || m != n) {
+        FillAll(out, i, i + n, Status(Code::kProtocolError, "malformed batch reply"));
+      }
+    }
+    i += n;
+  }
+  return out;
+}
+
+Status Client::Exist(std::string_view key, std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Writer w = impl_->Begin();
+  proto::KeyRequest{tenant, key}.Encode(w);
+  return impl_->Call(Opcode::kExist);
+}
+
+std::vector<Status> Client::BatchExist(std::span<const std::string_view> keys,
+                                       std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->KeyBatch<Status>(Opcode::kBatchExist, keys, tenant,
+                                 [](Reader&) { return Status::Ok(); });
+}
+
+Result<ObjectInfo> Client::Query(std::string_view key, std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Writer w = impl_->Begin();
+  proto::KeyRequest{tenant, key}.Encode(w);
+  if (Status st = impl_->Call(Opcode::kQuery); !st.ok()) return st;
+  Reader r(impl_->reply);
+  ObjectInfo info = proto::DecodeObjectInfo(r);
+  if (Status st = r.Finish("query reply"); !st.ok()) return st;
+  return info;
+}
+
+std::vector<Result<ObjectInfo>> Client::BatchQuery(std::span<const std::string_view> keys,
+                                                   std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->KeyBatch<Result<ObjectInfo>>(
+      Opcode::kBatchQuery, keys, tenant,
+      [](Reader& r) { return Result<ObjectInfo>(proto::DecodeObjectInfo(r)); });
+}
+
+Status Client::Remove(std::string_view key, std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Writer w = impl_->Begin();
+  proto::KeyRequest{tenant, key}.Encode(w);
+  return impl_->Call(Opcode::kRemove);
+}
+
+std::vector<Status> Client::BatchRemove(std::span<const std::string_view> keys,
+                                        std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->KeyBatch<Status>(Opcode::kBatchRemove, keys, tenant,
+                                 [](Reader&) { return Status::Ok(); });
+}
+
+Result<RemoveAllStats> Client::RemoveAll(std::string_view tenant, bool force) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Writer w = impl_->Begin();
+  proto::EncodeRemoveAllRequest(w, {tenant, static_cast<uint8_t>(force ? 1 : 0)});
+  if (Status st = impl_->Call(Opcode::kRemoveAll); !st.ok()) return st;
+  Reader r(impl_->reply);
+  RemoveAllStats s;
+  s.removed = r.U64();
+  s.skipped = r.U64();
+  s.cleared = r.U8() != 0;
+  if (Status st = r.Finish("remove_all reply"); !st.ok()) return st;
+  return s;
+}
+
+Result<KeyList> Client::ListKeys(std::string_view tenant, std::string_view prefix,
+                                 uint32_t limit) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Writer w = impl_->Begin();
+  proto::EncodeListKeysRequest(w, {tenant, prefix, limit});
+  if (Status st = impl_->Call(Opcode::kListKeys); !st.ok()) return st;
+  Reader r(impl_->reply);
+  KeyList list;
+  list.truncated = r.U8() != 0;
+  const uint32_t n = r.Count(4);
+  list.keys.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) list.keys.emplace_back(r.Str());
+  if (Status st = r.Finish("list_keys reply"); !st.ok()) return st;
+  return list;
+}
+
+}  // namespace tierkv

@@ -1,0 +1,55 @@
+// Connection: one socket to a manager, its handshake, and request/reply calls.
+//
+// Owns the descriptor and, over a Unix socket, the client's mapping of the
+// manager's DRAM pool. A transport failure marks the connection broken; the
+// next Call reconnects first.
+//
+// Thread-safety: none; the Client serialises access.
+#ifndef TIERKV_CLIENT_CONNECTION_H_
+#define TIERKV_CLIENT_CONNECTION_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+#include "protocol/socket_io.h"
+#include "tierkv/client.h"
+
+namespace tierkv {
+
+class Connection {
+ public:
+  Connection(proto::Address address, ClientOptions options);
+  ~Connection();
+
+  // Connects (or reconnects) and handshakes.
+  Status Open();
+  // Sends one request and waits for its reply. On OK `reply` holds the reply
+  // body; a non-OK reply status is returned with the manager's message.
+  Status Call(proto::Opcode op, std::string_view body, std::string* reply);
+
+  bool shared_memory() const { return pool_ != nullptr; }
+  uint8_t* pool() const { return pool_; }
+  uint64_t pool_size() const { return pool_size_; }
+  const proto::HelloReply& limits() const { return hello_; }
+
+ private:
+  void Close();
+  Status Exchange(proto::Opcode op, std::string_view body, std::string* reply, bool hello);
+
+  const proto::Address address_;
+  const ClientOptions options_;
+  int fd_ = -1;
+  bool broken_ = true;
+  uint64_t next_request_ = 1;
+  uint8_t* pool_ = nullptr;
+  uint64_t pool_size_ = 0;
+  proto::HelloReply hello_;
+  std::string frame_;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLIENT_CONNECTION_H_

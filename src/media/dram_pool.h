@@ -1,0 +1,63 @@
+// DramPool: the manager's host-memory tier, one shared-memory region.
+//
+// The region is a memfd (memfd_create) mapped MAP_SHARED and pre-faulted, so a
+// same-host client that receives the descriptor maps the very same pages and
+// copies object bytes straight in or out. Byte ranges are handed out by an
+// OffsetAllocator. An optional fault hook lets tests make allocations fail.
+//
+// Thread-safety: all methods are thread-safe. The mapping lives as long as the
+// pool; the memory of a range belongs to whoever holds its Extent.
+#ifndef TIERKV_MEDIA_DRAM_POOL_H_
+#define TIERKV_MEDIA_DRAM_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "media/offset_allocator.h"
+#include "tierkv/status.h"
+
+namespace tierkv {
+
+class DramPool {
+ public:
+  // Creates and maps a pool of `capacity` bytes (rounded down to 4 KiB).
+  // Errors: INVALID_ARGUMENT for a zero size, IO_ERROR when memfd_create,
+  // ftruncate or mmap fail (the message carries errno's text).
+  static Result<std::unique_ptr<DramPool>> Create(uint64_t capacity);
+
+  ~DramPool();
+  DramPool(const DramPool&) = delete;
+  DramPool& operator=(const DramPool&) = delete;
+
+  // See OffsetAllocator::Allocate. Returns nullopt also when the fault hook says so.
+  std::optional<Extent> Allocate(uint64_t size);
+  void Free(const Extent& extent, uint64_t requested) { allocator_.Free(extent, requested); }
+
+  uint8_t* base() const { return base_; }
+  int fd() const { return fd_; }
+  uint64_t capacity() const { return allocator_.capacity(); }
+  AllocatorStats Stats() const { return allocator_.Stats(); }
+  uint64_t allocated_bytes() const { return allocator_.allocated_bytes(); }
+  const OffsetAllocator& allocator() const { return allocator_; }
+
+  // Test seam: when set, an allocation for which the hook returns true fails.
+  // Set before concurrent use.
+  void SetAllocationFaultHook(std::function<bool(uint64_t size)> hook) {
+    fault_hook_ = std::move(hook);
+  }
+
+ private:
+  DramPool(int fd, uint8_t* base, uint64_t capacity);
+
+  int fd_;
+  uint8_t* base_;
+  OffsetAllocator allocator_;
+  std::function<bool(uint64_t)> fault_hook_;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_MEDIA_DRAM_POOL_H_

@@ -1,0 +1,253 @@
+#include "protocol/messages.h"
+
+namespace tierkv::proto {
+namespace {
+
+// Smallest encoding of one key in a batch (its u32 length).
+constexpr size_t kMinKeyBytes = 4;
+
+Status CheckBatch(uint32_t n, uint32_t max_batch, Reader& r, std::string_view what) {
+  if (!r.ok()) return Status(Code::kProtocolError, std::string(what) + ": truncated item count");
+  if (n > max_batch) {
+    return Status(Code::kTooLarge, std::string(what) + " of " + std::to_string(n) +
+                                       " items exceeds the limit of " + std::to_string(max_batch));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void HelloRequest::Encode(Writer& w) const {
+  w.U32(rank);
+  w.Str(client_name);
+}
+
+Status HelloRequest::Decode(Reader& r) {
+  rank = r.U32();
+  client_name = r.Str();
+  return r.Finish("hello");
+}
+
+void HelloReply::Encode(Writer& w) const {
+  w.U32(server_rank);
+  w.U64(pool_size);
+  w.U8(shm);
+  w.U32(max_key_bytes);
+  w.U64(max_object_bytes);
+  w.U32(max_frame_bytes);
+  w.U32(max_batch);
+  w.U32(lease_ms);
+  w.U64(session_id);
+}
+
+Status HelloReply::Decode(Reader& r) {
+  server_rank = r.U32();
+  pool_size = r.U64();
+  shm = r.U8();
+  max_key_bytes = r.U32();
+  max_object_bytes = r.U64();
+  max_frame_bytes = r.U32();
+  max_batch = r.U32();
+  lease_ms = r.U32();
+  session_id = r.U64();
+  return r.Finish("hello reply");
+}
+
+void KeyRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.Str(key);
+}
+
+Status KeyRequest::Decode(Reader& r) {
+  tenant = r.Str();
+  key = r.Str();
+  return r.Finish("key request");
+}
+
+void AllocRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.Str(key);
+  w.U64(size);
+  w.Str(group_id);
+  w.U8(flags);
+}
+
+Status AllocRequest::Decode(Reader& r) {
+  tenant = r.Str();
+  key = r.Str();
+  size = r.U64();
+  group_id = r.Str();
+  flags = r.U8();
+  return r.Finish("alloc");
+}
+
+void PutRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.Str(key);
+  w.Str(group_id);
+  w.U8(flags);
+  w.Str(value);
+}
+
+Status PutRequest::Decode(Reader& r) {
+  tenant = r.Str();
+  key = r.Str();
+  group_id = r.Str();
+  flags = r.U8();
+  value = r.Str();
+  return r.Finish("put");
+}
+
+void BatchKeysRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (std::string_view k : keys) w.Str(k);
+}
+
+Status BatchKeysRequest::Decode(Reader& r, uint32_t max_batch) {
+  tenant = r.Str();
+  const uint32_t n = r.Count(kMinKeyBytes);
+  if (Status st = CheckBatch(n, max_batch, r, "batch"); !st.ok()) return st;
+  keys.resize(n);
+  for (auto& k : keys) k = r.Str();
+  return r.Finish("batch keys");
+}
+
+void BatchAllocRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.U32(static_cast<uint32_t>(items.size()));
+  for (const Item& it : items) {
+    w.Str(it.key);
+    w.U64(it.size);
+    w.Str(it.group_id);
+    w.U8(it.flags);
+  }
+}
+
+Status BatchAllocRequest::Decode(Reader& r, uint32_t max_batch) {
+  tenant = r.Str();
+  const uint32_t n = r.Count(kMinKeyBytes + 8 + 4 + 1);
+  if (Status st = CheckBatch(n, max_batch, r, "batch_alloc"); !st.ok()) return st;
+  items.resize(n);
+  for (Item& it : items) {
+    it.key = r.Str();
+    it.size = r.U64();
+    it.group_id = r.Str();
+    it.flags = r.U8();
+  }
+  return r.Finish("batch_alloc");
+}
+
+void BatchIdsRequest::Encode(Writer& w) const {
+  w.U32(static_cast<uint32_t>(ids.size()));
+  for (uint64_t id : ids) w.U64(id);
+}
+
+Status BatchIdsRequest::Decode(Reader& r, uint32_t max_batch) {
+  const uint32_t n = r.Count(8);
+  if (Status st = CheckBatch(n, max_batch, r, "batch ids"); !st.ok()) return st;
+  ids.resize(n);
+  for (uint64_t& id : ids) id = r.U64();
+  return r.Finish("batch ids");
+}
+
+void BatchPutRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.U32(static_cast<uint32_t>(items.size()));
+  for (const Item& it : items) {
+    w.Str(it.key);
+    w.Str(it.group_id);
+    w.U8(it.flags);
+    w.Str(it.value);
+  }
+}
+
+Status BatchPutRequest::Decode(Reader& r, uint32_t max_batch) {
+  tenant = r.Str();
+  const uint32_t n = r.Count(kMinKeyBytes + 4 + 1 + 4);
+  if (Status st = CheckBatch(n, max_batch, r, "batch_put"); !st.ok()) return st;
+  items.resize(n);
+  for (Item& it : items) {
+    it.key = r.Str();
+    it.group_id = r.Str();
+    it.flags = r.U8();
+    it.value = r.Str();
+  }
+  return r.Finish("batch_put");
+}
+
+void EncodeAllocReply(Writer& w, const AllocReply& a) {
+  w.U64(a.alloc_id);
+  w.U64(a.offset);
+}
+
+AllocReply DecodeAllocReply(Reader& r) {
+  AllocReply a;
+  a.alloc_id = r.U64();
+  a.offset = r.U64();
+  return a;
+}
+
+void EncodeLeaseReply(Writer& w, const LeaseReply& l) {
+  w.U64(l.lease_id);
+  w.U64(l.offset);
+  w.U64(l.size);
+  w.I64(l.deadline_nanos);
+}
+
+LeaseReply DecodeLeaseReply(Reader& r) {
+  LeaseReply l;
+  l.lease_id = r.U64();
+  l.offset = r.U64();
+  l.size = r.U64();
+  l.deadline_nanos = r.I64();
+  return l;
+}
+
+void EncodeObjectInfo(Writer& w, const ObjectInfo& info) {
+  w.U64(info.size);
+  w.Str(info.group_id);
+  w.U32(info.media);
+  w.U32(info.active_leases);
+  w.U8(static_cast<uint8_t>(info.state));
+  w.I64(info.lease_expires_unix_ms);
+  w.I64(info.last_access_unix_ms);
+}
+
+ObjectInfo DecodeObjectInfo(Reader& r) {
+  ObjectInfo info;
+  info.size = r.U64();
+  info.group_id = std::string(r.Str());
+  info.media = r.U32();
+  info.active_leases = r.U32();
+  info.state = static_cast<ReplicaState>(r.U8());
+  info.lease_expires_unix_ms = r.I64();
+  info.last_access_unix_ms = r.I64();
+  return info;
+}
+
+void EncodeRemoveAllRequest(Writer& w, const RemoveAllRequest& m) {
+  w.Str(m.tenant);
+  w.U8(m.force);
+}
+
+Status DecodeRemoveAllRequest(Reader& r, RemoveAllRequest* m) {
+  m->tenant = r.Str();
+  m->force = r.U8();
+  return r.Finish("remove_all");
+}
+
+void EncodeListKeysRequest(Writer& w, const ListKeysRequest& m) {
+  w.Str(m.tenant);
+  w.Str(m.prefix);
+  w.U32(m.limit);
+}
+
+Status DecodeListKeysRequest(Reader& r, ListKeysRequest* m) {
+  m->tenant = r.Str();
+  m->prefix = r.Str();
+  m->limit = r.U32();
+  return r.Finish("list_keys");
+}
+
+}  // namespace tierkv::proto

@@ -1,0 +1,158 @@
+// Request and reply bodies of the client protocol, shared by the manager and the
+// client library. Decoded string_views point into the frame buffer they came
+// from and live as long as it does. docs/protocol.md is the reference.
+#ifndef TIERKV_PROTOCOL_MESSAGES_H_
+#define TIERKV_PROTOCOL_MESSAGES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/codec.h"
+#include "tierkv/status.h"
+#include "tierkv/types.h"
+
+namespace tierkv::proto {
+
+inline constexpr uint8_t kPutUpsert = 1;  // PutFlags bit
+
+struct HelloRequest {
+  uint32_t rank = 0;
+  std::string_view client_name;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
+struct HelloReply {
+  uint32_t server_rank = 0;
+  uint64_t pool_size = 0;
+  uint8_t shm = 0;  // 1: the pool's memfd is attached (SCM_RIGHTS) to this reply
+  uint32_t max_key_bytes = 0;
+  uint64_t max_object_bytes = 0;
+  uint32_t max_frame_bytes = 0;
+  uint32_t max_batch = 0;
+  uint32_t lease_ms = 0;
+  uint64_t session_id = 0;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
+// lease, get, exist, query, remove
+struct KeyRequest {
+  std::string_view tenant;
+  std::string_view key;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
+struct AllocRequest {
+  std::string_view tenant;
+  std::string_view key;
+  uint64_t size = 0;
+  std::string_view group_id;
+  uint8_t flags = 0;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
+struct AllocReply {
+  uint64_t alloc_id = 0;
+  uint64_t offset = 0;
+};
+
+// commit, abort, release
+struct IdRequest {
+  uint64_t id = 0;
+};
+
+struct PutRequest {
+  std::string_view tenant;
+  std::string_view key;
+  std::string_view group_id;
+  uint8_t flags = 0;
+  std::string_view value;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
+struct LeaseReply {
+  uint64_t lease_id = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  int64_t deadline_nanos = 0;
+};
+
+struct RemoveAllRequest {
+  std::string_view tenant;
+  uint8_t force = 0;
+};
+
+struct RemoveAllReply {
+  uint64_t removed = 0;
+  uint64_t skipped = 0;
+  uint8_t cleared = 0;
+};
+
+struct ListKeysRequest {
+  std::string_view tenant;
+  std::string_view prefix;
+  uint32_t limit = 0;
+};
+
+// batch_lease, batch_get, batch_exist, batch_query, batch_remove
+struct BatchKeysRequest {
+  std::string_view tenant;
+  std::vector<std::string_view> keys;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r, uint32_t max_batch);
+};
+
+struct BatchAllocRequest {
+  struct Item {
+    std::string_view key;
+    uint64_t size = 0;
+    std::string_view group_id;
+    uint8_t flags = 0;
+  };
+  std::string_view tenant;
+  std::vector<Item> items;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r, uint32_t max_batch);
+};
+
+// batch_commit, batch_release
+struct BatchIdsRequest {
+  std::vector<uint64_t> ids;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r, uint32_t max_batch);
+};
+
+struct BatchPutRequest {
+  struct Item {
+    std::string_view key;
+    std::string_view group_id;
+    uint8_t flags = 0;
+    std::string_view value;
+  };
+  std::string_view tenant;
+  std::vector<Item> items;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r, uint32_t max_batch);
+};
+
+// Small fixed replies and ObjectInfo, written and read field by field.
+void EncodeAllocReply(Writer& w, const AllocReply& a);
+AllocReply DecodeAllocReply(Reader& r);
+void EncodeLeaseReply(Writer& w, const LeaseReply& l);
+LeaseReply DecodeLeaseReply(Reader& r);
+void EncodeObjectInfo(Writer& w, const ObjectInfo& info);
+ObjectInfo DecodeObjectInfo(Reader& r);
+void EncodeRemoveAllRequest(Writer& w, const RemoveAllRequest& m);
+Status DecodeRemoveAllRequest(Reader& r, RemoveAllRequest* m);
+void EncodeListKeysRequest(Writer& w, const ListKeysRequest& m);
+Status DecodeListKeysRequest(Reader& r, ListKeysRequest* m);
+
+}  // namespace tierkv::proto
+
+#endif  // TIERKV_PROTOCOL_MESSAGES_H_

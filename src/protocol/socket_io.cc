@@ -1,0 +1,212 @@
+#include "protocol/socket_io.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace tierkv::proto {
+namespace {
+
+Status Errno(std::string_view what) {
+  return Status(Code::kIoError, std::string(what) + ": " + std::strerror(errno));
+}
+
+// Waits until `fd` is ready for `events`; false on timeout.
+Status WaitReady(int fd, short events, int timeout_ms, std::string_view what) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int rc = poll(&p, 1, timeout_ms);
+    if (rc > 0) return Status::Ok();
+    if (rc == 0) {
+      return Status(Code::kIoError, std::string(what) + ": peer stalled for " +
+                                        std::to_string(timeout_ms) + " ms");
+    }
+    if (errno != EINTR) return Errno(what);
+  }
+}
+
+}  // namespace
+
+std::string Address::ToString() const {
+  if (kind == Kind::kUnix) return "unix:" + path;
+  if (host.find(':') != std::string::npos) return "tcp://[" + host + "]:" + std::to_string(port);
+  return "tcp://" + host + ":" + std::to_string(port);
+}
+
+Result<Address> ParseAddress(std::string_view text) {
+  Address a;
+  const std::string original(text);
+  if (text.starts_with("unix://")) {
+    text.remove_prefix(7);
+  } else if (text.starts_with("unix:")) {
+    text.remove_prefix(5);
+  } else if (text.starts_with("tcp://")) {
+    text.remove_prefix(6);
+    a.kind = Address::Kind::kTcp;
+  } else if (text.find('/') != std::string_view::npos) {
+    // a bare path
+  } else {
+    a.kind = Address::Kind::kTcp;
+  }
+  if (a.kind == Address::Kind::kUnix) {
+    if (text.empty()) return InvalidArgument("empty Unix socket path in '" + original + "'");
+    if (text.size() >= sizeof(sockaddr_un{}.sun_path)) {
+      return InvalidArgument("Unix socket path too long: '" + original + "'");
+    }
+    a.path = std::string(text);
+    return a;
+  }
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == text.size()) {
+    return InvalidArgument("address '" + original + "' needs HOST:PORT, unix:PATH or a path");
+  }
+  std::string_view host = text.substr(0, colon);
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
+  if (host.empty()) return InvalidArgument("address '" + original + "' has an empty host");
+  std::string_view port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port > 65535) {
+    return InvalidArgument("address '" + original + "' has an invalid port");
+  }
+  a.host = std::string(host);
+  a.port = static_cast<uint16_t>(port);
+  return a;
+}
+
+Status ReadFull(int fd, void* buf, size_t n, int timeout_ms) {
+  auto* p = static_cast<uint8_t*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    if (timeout_ms >= 0) {
+      if (Status st = WaitReady(fd, POLLIN, timeout_ms, "read"); !st.ok()) return st;
+    }
+    const ssize_t r = recv(fd, p + done, n - done, 0);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+    } else if (r == 0) {
+      if (done == 0) return Status(Code::kUnavailable, "connection closed");
+      return Status(Code::kIoError, "connection closed in the middle of a frame");
+    } else if (errno != EINTR && errno != EAGAIN) {
+      return Errno("read");
+    }
+  }
+  return Status::Ok();
+}
+
+Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms) {
+  const auto* p = static_cast<const uint8_t*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    const int flags = MSG_NOSIGNAL | (timeout_ms >= 0 ? MSG_DONTWAIT : 0);
+    const ssize_t w = send(fd, p + done, n - done, flags);
+    if (w >= 0) {
+      done += static_cast<size_t>(w);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (Status st = WaitReady(fd, POLLOUT, timeout_ms, "write"); !st.ok()) return st;
+    } else if (errno != EINTR) {
+      return Errno("write");
+    }
+  }
+  return Status::Ok();
+}
+
+Status WriteWithFd(int fd, const void* buf, size_t n, int fd_to_send) {
+  iovec iov{const_cast<void*>(buf), n};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd_to_send, sizeof(int));
+  ssize_t w;
+  do {
+    w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  if (w < 0) return Errno("sendmsg");
+  const size_t sent = static_cast<size_t>(w);
+  if (sent < n) return WriteFull(fd, static_cast<const uint8_t*>(buf) + sent, n - sent, -1);
+  return Status::Ok();
+}
+
+Status ReadWithFd(int fd, void* buf, size_t n, int* received_fd) {
+  *received_fd = -1;
+  iovec iov{buf, n};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t r;
+  do {
+    r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return Errno("recvmsg");
+  if (r == 0) return Status(Code::kUnavailable, "connection closed");
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+      std::memcpy(received_fd, CMSG_DATA(cm), sizeof(int));
+    }
+  }
+  const size_t got = static_cast<size_t>(r);
+  if (got < n) return ReadFull(fd, static_cast<uint8_t*>(buf) + got, n - got, -1);
+  return Status::Ok();
+}
+
+Result<int> Connect(const Address& address) {
+  if (address.kind == Address::Kind::kUnix) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Errno("socket");
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, address.path.data(), address.path.size());
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+      Status st(Code::kUnavailable,
+                "connect to " + address.ToString() + ": " + std::strerror(errno));
+      close(fd);
+      return st;
+    }
+    return fd;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(address.port);
+  if (int rc = getaddrinfo(address.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return Status(Code::kUnavailable, "resolve " + address.host + ": " + gai_strerror(rc));
+  }
+  Status last(Code::kUnavailable, "no address for " + address.host);
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      freeaddrinfo(res);
+      return fd;
+    }
+    last = Status(Code::kUnavailable,
+                  "connect to " + address.ToString() + ": " + std::strerror(errno));
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return last;
+}
+
+}  // namespace tierkv::proto

@@ -1,0 +1,138 @@
+#include "server/config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+
+#include "common/units.h"
+
+namespace tierkv {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+Status SizeOption(const std::string& name, const std::string& text, uint64_t* out) {
+  Result<uint64_t> v = ParseByteSize(text);
+  if (!v.ok()) return InvalidArgument("--" + name + ": " + v.status().message());
+  *out = *v;
+  return Status::Ok();
+}
+
+Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string& max_frame) {
+  if (c.dram_size < (1ull << 20)) return InvalidArgument("--dram-size must be at least 1 MiB");
+  if (c.store.max_object_bytes == 0 || c.store.max_object_bytes > (2ull << 30) - (2ull << 20)) {
+    return InvalidArgument("--max-object-bytes must be between 1 byte and 2 GiB - 2 MiB");
+  }
+  uint64_t frame = 0;
+  if (Status st = SizeOption("max-frame-bytes", max_frame, &frame); !st.ok()) return st;
+  if (frame == 0) frame = c.store.max_object_bytes + (1ull << 20);
+  if (frame < 4096 || frame > (2ull << 30) - 1) {
+    return InvalidArgument("--max-frame-bytes must be between 4 KiB and 2 GiB");
+  }
+  c.server.max_frame_bytes = static_cast<uint32_t>(frame);
+  if (c.store.max_key_bytes == 0 || c.store.max_key_bytes > (1u << 20)) {
+    return InvalidArgument("--max-key-bytes must be between 1 and 1048576");
+  }
+  try {
+    size_t used = 0;
+    const unsigned long mode = std::stoul(uds_mode, &used, 8);
+    if (used != uds_mode.size() || mode > 0777) throw std::invalid_argument("mode");
+    c.server.uds_mode = static_cast<uint32_t>(mode);
+  } catch (const std::exception&) {
+    return InvalidArgument("--uds-mode must be octal permission bits such as 0660, got '" +
+                           uds_mode + "'");
+  }
+  if (c.server.uds_path.empty() && c.server.tcp_listen.empty()) {
+    return InvalidArgument("--uds-path and --listen are both empty: nothing to listen on");
+  }
+  if (!(c.store.low_watermark > 0 && c.store.low_watermark <= c.store.high_watermark &&
+        c.store.high_watermark <= 1)) {
+    return InvalidArgument(
+        "--evict-low-watermark and --evict-high-watermark must satisfy 0 < low <= high <= 1");
+  }
+  const uint32_t s = c.store.shards;
+  if (s == 0 || s > 256 || (s & (s - 1)) != 0) {
+    return InvalidArgument("--shards must be a power of two between 1 and 256");
+  }
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
+    return InvalidArgument("--log-level must be one of trace, debug, info, warn, error, off");
+  }
+  if (c.server.max_batch == 0) return InvalidArgument("--max-batch must be positive");
+  if (c.server.max_connections == 0) return InvalidArgument("--max-connections must be positive");
+  if (c.server.io_timeout_ms <= 0) return InvalidArgument("--io-timeout-ms must be positive");
+  if (c.store.lease_ms <= 0) return InvalidArgument("--lease-ms must be positive");
+  if (c.store.alloc_timeout_ms <= 0) return InvalidArgument("--alloc-timeout-ms must be positive");
+  return Status::Ok();
+}
+
+}  // namespace
+
+ManagerConfig DefaultManagerConfig() {
+  ManagerConfig c;
+  c.store.max_object_bytes = 64ull << 20;
+  c.server.uds_path = "/tmp/tierkv.sock";
+  c.server.tcp_listen = "127.0.0.1:7600";
+  c.server.max_frame_bytes = static_cast<uint32_t>(c.store.max_object_bytes + (1ull << 20));
+  return c;
+}
+
+Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, bool* exit_now,
+                                         std::string* message) {
+  *exit_now = false;
+  ManagerConfig c = DefaultManagerConfig();
+  std::string dram_size = "1GiB";
+  std::string max_object = "64MiB";
+  std::string max_frame = "0";
+  std::string uds_mode = "0660";
+
+  CLI::App app{"tierkv-server: the tierkv manager (tiered KV-cache store)", "tierkv-server"};
+  app.set_version_flag("--version", kVersion);
+  app.set_config("--config", "", "read options from a TOML or INI file")->check(CLI::ExistingFile);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--dram-size", dram_size, "DRAM pool size (units: kb, mb, gb, KiB, ...)");
+  app.add_option("--uds-path", c.server.uds_path, "Unix socket for same-host clients ('' = off)");
+  app.add_option("--uds-mode", uds_mode, "permission bits of the Unix socket (octal)");
+  app.add_option("--listen", c.server.tcp_listen, "TCP HOST:PORT for remote clients ('' = off)");
+  app.add_option("--rank", c.server.rank, "this manager's rank (segment names rank-<rank>-*)");
+  app.add_option("--lease-ms", c.store.lease_ms, "read lease length in milliseconds");
+  app.add_option("--alloc-timeout-ms", c.store.alloc_timeout_ms,
+                 "an uncommitted put is revoked after this many milliseconds");
+  app.add_option("--max-key-bytes", c.store.max_key_bytes, "longest key accepted");
+  app.add_option("--max-object-bytes", max_object, "largest value accepted");
+  app.add_option("--max-frame-bytes", max_frame,
+                 "largest request frame accepted (0 = max-object-bytes + 1 MiB)");
+  app.add_option("--max-batch", c.server.max_batch, "most items in one batch call");
+  app.add_option("--max-connections", c.server.max_connections, "most client connections");
+  app.add_option("--io-timeout-ms", c.server.io_timeout_ms,
+                 "drop a client that stalls this long in the middle of a frame");
+  app.add_option("--evict-high-watermark", c.store.high_watermark,
+                 "background eviction starts above this fill ratio");
+  app.add_option("--evict-low-watermark", c.store.low_watermark, "... and stops at this one");
+  app.add_option("--shards", c.store.shards, "object index shards (power of two, <= 256)");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    *exit_now = true;
+    *message = app.help();
+    return c;
+  } catch (const CLI::CallForVersion&) {
+    *exit_now = true;
+    *message = std::string("tierkv-server ") + kVersion + "\n";
+    return c;
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  if (Status st = SizeOption("dram-size", dram_size, &c.dram_size); !st.ok()) return st;
+  if (Status st = SizeOption("max-object-bytes", max_object, &c.store.max_object_bytes);
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = Validate(c, uds_mode, max_frame); !st.ok()) return st;
+  return c;
+}
+
+}  // namespace tierkv

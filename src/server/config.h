@@ -1,0 +1,36 @@
+// ManagerConfig: everything tierkv-server is configured with, from flags and an
+// optional TOML/INI file (--config). Sizes take units ("4gb", "512MiB").
+// Validation is complete before anything starts: an invalid value fails with a
+// message naming the option, and the manager never starts half-configured.
+#ifndef TIERKV_SERVER_CONFIG_H_
+#define TIERKV_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/server.h"
+#include "store/store.h"
+#include "tierkv/status.h"
+
+namespace tierkv {
+
+struct ManagerConfig {
+  uint64_t dram_size = 1ull << 30;
+  std::string log_level = "info";
+  StoreOptions store;
+  ServerOptions server;
+};
+
+// The embedded defaults (what `tierkv-server` with no flags runs with).
+ManagerConfig DefaultManagerConfig();
+
+// Parses and validates `args` (without the program name). On --help or
+// --version, *exit_now is set and *message holds the text to print.
+// Errors: INVALID_ARGUMENT with a message naming the option.
+Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, bool* exit_now,
+                                         std::string* message);
+
+}  // namespace tierkv
+
+#endif  // TIERKV_SERVER_CONFIG_H_

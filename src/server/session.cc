@@ -1,0 +1,401 @@
+#include "server/session.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+#include "protocol/socket_io.h"
+
+namespace tierkv {
+
+using proto::Opcode;
+using proto::Reader;
+using proto::Writer;
+
+Session::Session(Server* server, Store* store, int fd, bool unix_socket, uint64_t id)
+    : server_(server), store_(store), fd_(fd), unix_socket_(unix_socket) {
+  caller_.session = id;
+  caller_.rank = 0;
+}
+
+Session::~Session() {
+  for (uint64_t id : allocs_) (void)store_->Abort(id);
+  for (uint64_t id : leases_) (void)store_->Release(id);
+  store_->EndSession(caller_.session);
+}
+
+void Session::Run() {
+  const ServerOptions& opt = server_->options();
+  for (;;) {
+    uint8_t hdr[proto::kHeaderSize];
+    if (!proto::ReadFull(fd_, hdr, sizeof(hdr), -1).ok()) return;  // closed or shut down
+    const proto::FrameHeader h = proto::DecodeHeader(hdr);
+    if (Status st = proto::CheckHeader(h, opt.max_frame_bytes); !st.ok()) {
+      server_->CountProtocolError();
+      SendFatal(st);
+      return;
+    }
+    body_.resize(h.body_len);
+    if (h.body_len > 0 && !proto::ReadFull(fd_, body_.data(), h.body_len, opt.io_timeout_ms).ok()) {
+      return;
+    }
+    server_->CountRequest();
+    reply_.assign(proto::kHeaderSize, '\0');
+    reply_body_start_ = reply_.size();
+    Status st;
+    if (h.flags & proto::kFlagResponse) {
+      st = Status(Code::kProtocolError, "a response frame was sent to the manager");
+    } else {
+      st = Dispatch(h, body_);
+    }
+    if (!SendReply(h, st).ok()) return;
+  }
+}
+
+Status Session::SendReply(const proto::FrameHeader& request, const Status& status) {
+  if (!status.ok()) {
+    reply_.resize(reply_body_start_);
+    Writer(&reply_).Str(status.message());
+  }
+  const auto body_len = static_cast<uint32_t>(reply_.size() - proto::kHeaderSize);
+  proto::EncodeHeader(proto::ResponseHeader(request, status.code(), body_len),
+                      reinterpret_cast<uint8_t*>(reply_.data()));
+  const bool hello_with_fd = unix_socket_ && status.ok() &&
+                             request.opcode == static_cast<uint16_t>(Opcode::kHello);
+  if (hello_with_fd) {
+    return proto::WriteWithFd(fd_, reply_.data(), reply_.size(), store_->dram().fd());
+  }
+  return proto::WriteFull(fd_, reply_.data(), reply_.size(), server_->options().io_timeout_ms);
+}
+
+void Session::SendFatal(const Status& status) {
+  const std::string frame = proto::FatalFrame(status);
+  (void)proto::WriteFull(fd_, frame.data(), frame.size(), 1000);
+}
+
+Status Session::RequireShm(std::string_view op) const {
+  if (unix_socket_) return Status::Ok();
+  return Status(Code::kNotSupported, std::string(op) +
+                                         " needs the shared-memory pool, which only Unix-socket "
+                                         "clients map; over TCP use put/get with inline bytes");
+}
+
+Status Session::Dispatch(const proto::FrameHeader& h, std::string_view body) {
+  switch (static_cast<Opcode>(h.opcode)) {
+    case Opcode::kHello: return Hello(body);
+    case Opcode::kAlloc: return Alloc(body);
+    case Opcode::kCommit:
+    case Opcode::kAbort:
+    case Opcode::kRelease: return IdCall(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kPut: return Put(body);
+    case Opcode::kLease: return Lease(body);
+    case Opcode::kGet: return Get(body);
+    case Opcode::kExist:
+    case Opcode::kQuery:
+    case Opcode::kRemove: return KeyCall(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kRemoveAll: return RemoveAll(body);
+    case Opcode::kListKeys: return ListKeys(body);
+    case Opcode::kBatchAlloc: return BatchAlloc(body);
+    case Opcode::kBatchCommit:
+    case Opcode::kBatchRelease: return BatchIds(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kBatchPut: return BatchPut(body);
+    case Opcode::kBatchLease:
+    case Opcode::kBatchGet:
+    case Opcode::kBatchExist:
+    case Opcode::kBatchQuery:
+    case Opcode::kBatchRemove: return BatchKeys(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kFatal: break;
+  }
+  return Status(Code::kNotSupported, "unknown opcode " + std::to_string(h.opcode));
+}
+
+Status Session::Hello(std::string_view body) {
+  Reader r(body);
+  proto::HelloRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  caller_.rank = req.rank;
+  const ServerOptions& opt = server_->options();
+  proto::HelloReply rep;
+  rep.server_rank = opt.rank;
+  rep.pool_size = store_->dram().capacity();
+  rep.shm = unix_socket_ ? 1 : 0;
+  rep.max_key_bytes = store_->options().max_key_bytes;
+  rep.max_object_bytes = store_->options().max_object_bytes;
+  rep.max_frame_bytes = opt.max_frame_bytes;
+  rep.max_batch = opt.max_batch;
+  rep.lease_ms = static_cast<uint32_t>(store_->options().lease_ms);
+  rep.session_id = caller_.session;
+  Writer w(&reply_);
+  rep.Encode(w);
+  return Status::Ok();
+}
+
+Status Session::Alloc(std::string_view body) {
+  if (Status st = RequireShm("alloc"); !st.ok()) return st;
+  Reader r(body);
+  proto::AllocRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  PutOptions po{req.group_id, (req.flags & proto::kPutUpsert) != 0};
+  Result<AllocGrant> g = store_->Alloc(caller_, {req.tenant, req.key}, req.size, po);
+  if (!g.ok()) return g.status();
+  allocs_.insert(g->alloc_id);
+  Writer w(&reply_);
+  proto::EncodeAllocReply(w, {g->alloc_id, g->offset});
+  return Status::Ok();
+}
+
+Status Session::IdCall(Opcode op, std::string_view body) {
+  Reader r(body);
+  const uint64_t id = r.U64();
+  if (Status st = r.Finish(proto::OpcodeName(static_cast<uint16_t>(op))); !st.ok()) return st;
+  switch (op) {
+    case Opcode::kCommit:
+      allocs_.erase(id);
+      return store_->Commit(caller_, id);
+    case Opcode::kAbort:
+      allocs_.erase(id);
+      return store_->Abort(id);
+    default:
+      leases_.erase(id);
+      return store_->Release(id);
+  }
+}
+
+Status Session::PutInline(std::string_view tenant, std::string_view key,
+                          std::string_view group_id, uint8_t flags, std::string_view value) {
+  PutOptions po{group_id, (flags & proto::kPutUpsert) != 0};
+  Result<AllocGrant> g = store_->Alloc(caller_, {tenant, key}, value.size(), po);
+  if (!g.ok()) return g.status();
+  std::memcpy(store_->dram().base() + g->offset, value.data(), value.size());
+  return store_->Commit(caller_, g->alloc_id);
+}
+
+Status Session::Put(std::string_view body) {
+  Reader r(body);
+  proto::PutRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  return PutInline(req.tenant, req.key, req.group_id, req.flags, req.value);
+}
+
+Status Session::Lease(std::string_view body) {
+  if (Status st = RequireShm("lease"); !st.ok()) return st;
+  Reader r(body);
+  proto::KeyRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  Result<LeaseGrant> g = store_->Lease(caller_, {req.tenant, req.key});
+  if (!g.ok()) return g.status();
+  leases_.insert(g->lease_id);
+  Writer w(&reply_);
+  proto::EncodeLeaseReply(w, {g->lease_id, g->offset, g->size, g->deadline_nanos});
+  return Status::Ok();
+}
+
+Status Session::GetInline(std::string_view tenant, std::string_view key) {
+  Result<LeaseGrant> g = store_->Lease(caller_, {tenant, key});
+  if (!g.ok()) return g.status();
+  const size_t mark = reply_.size();
+  Writer w(&reply_);
+  char* dst = w.BlobSpace(g->size);
+  std::memcpy(dst, store_->dram().base() + g->offset, g->size);
+  Status st = store_->Release(g->lease_id);
+  if (!st.ok()) reply_.resize(mark);  // never hand out bytes that may have been reused
+  return st;
+}
+
+Status Session::Get(std::string_view body) {
+  Reader r(body);
+  proto::KeyRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  return GetInline(req.tenant, req.key);
+}
+
+Status Session::KeyCall(Opcode op, std::string_view body) {
+  Reader r(body);
+  proto::KeyRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  const ObjectRef ref{req.tenant, req.key};
+  if (op == Opcode::kExist) return store_->Exist(caller_, ref);
+  if (op == Opcode::kRemove) return store_->Remove(caller_, ref);
+  Result<ObjectInfo> info = store_->Query(caller_, ref);
+  if (!info.ok()) return info.status();
+  Writer w(&reply_);
+  proto::EncodeObjectInfo(w, *info);
+  return Status::Ok();
+}
+
+Status Session::RemoveAll(std::string_view body) {
+  Reader r(body);
+  proto::RemoveAllRequest req;
+  if (Status st = proto::DecodeRemoveAllRequest(r, &req); !st.ok()) return st;
+  Result<RemoveAllResult> res = store_->RemoveAll(caller_, req.tenant, req.force != 0);
+  if (!res.ok()) return res.status();
+  Writer w(&reply_);
+  w.U64(res->removed);
+  w.U64(res->skipped);
+  w.U8(res->cleared ? 1 : 0);
+  return Status::Ok();
+}
+
+Status Session::ListKeys(std::string_view body) {
+  Reader r(body);
+  proto::ListKeysRequest req;
+  if (Status st = proto::DecodeListKeysRequest(r, &req); !st.ok()) return st;
+  Result<std::vector<std::string>> keys = store_->ListKeys(caller_, req.tenant, req.prefix,
+                                                           req.limit);
+  if (!keys.ok()) return keys.status();
+  // Keep the reply within the frame limit; the truncated flag tells the client.
+  const size_t budget = server_->options().max_frame_bytes;
+  size_t bytes = 0;
+  size_t n = 0;
+  for (; n < keys->size(); ++n) {
+    bytes += 4 + (*keys)[n].size();
+    if (bytes > budget) break;
+  }
+  Writer w(&reply_);
+  w.U8(n < keys->size() ? 1 : 0);
+  w.U32(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) w.Str((*keys)[i]);
+  return Status::Ok();
+}
+
+Status Session::BatchAlloc(std::string_view body) {
+  if (Status st = RequireShm("batch_alloc"); !st.ok()) return st;
+  Reader r(body);
+  proto::BatchAllocRequest req;
+  if (Status st = req.Decode(r, server_->options().max_batch); !st.ok()) return st;
+  std::vector<AllocItem> items;
+  items.reserve(req.items.size());
+  for (const auto& it : req.items) {
+    items.push_back({it.key, it.size, {it.group_id, (it.flags & proto::kPutUpsert) != 0}});
+  }
+  std::vector<Result<AllocGrant>> grants = store_->BatchAlloc(caller_, req.tenant, items);
+  Writer w(&reply_);
+  w.U32(static_cast<uint32_t>(grants.size()));
+  for (const auto& g : grants) {
+    w.ItemStatus(g.status());
+    if (g.ok()) {
+      allocs_.insert(g->alloc_id);
+      proto::EncodeAllocReply(w, {g->alloc_id, g->offset});
+    }
+  }
+  return Status::Ok();
+}
+
+Status Session::BatchIds(Opcode op, std::string_view body) {
+  Reader r(body);
+  proto::BatchIdsRequest req;
+  if (Status st = req.Decode(r, server_->options().max_batch); !st.ok()) return st;
+  std::vector<Status> out;
+  if (op == Opcode::kBatchCommit) {
+    for (uint64_t id : req.ids) allocs_.erase(id);
+    out = store_->BatchCommit(caller_, req.ids);
+  } else {
+    for (uint64_t id : req.ids) leases_.erase(id);
+    out = store_->BatchRelease(req.ids);
+  }
+  Writer w(&reply_);
+  w.U32(static_cast<uint32_t>(out.size()));
+  for (const Status& st : out) w.ItemStatus(st);
+  return Status::Ok();
+}
+
+Status Session::BatchPut(std::string_view body) {
+  Reader r(body);
+  proto::BatchPutRequest req;
+  if (Status st = req.Decode(r, server_->options().max_batch); !st.ok()) return st;
+  // Inline puts run item by item through alloc/commit, so each item is counted
+  // under batch_alloc + batch_update_state like a shared-memory batch put.
+  std::vector<AllocItem> items;
+  items.reserve(req.items.size());
+  for (const auto& it : req.items) {
+    items.push_back({it.key, it.value.size(), {it.group_id, (it.flags & proto::kPutUpsert) != 0}});
+  }
+  std::vector<Result<AllocGrant>> grants = store_->BatchAlloc(caller_, req.tenant, items);
+  std::vector<uint64_t> ids;
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < grants.size(); ++i) {
+    if (!grants[i].ok()) continue;
+    std::memcpy(store_->dram().base() + grants[i]->offset, req.items[i].value.data(),
+                req.items[i].value.size());
+    ids.push_back(grants[i]->alloc_id);
+    idx.push_back(i);
+  }
+  std::vector<Status> commits = store_->BatchCommit(caller_, ids);
+  std::vector<Status> out(grants.size());
+  for (size_t i = 0; i < grants.size(); ++i) out[i] = grants[i].status();
+  for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = commits[j];
+  Writer w(&reply_);
+  w.U32(static_cast<uint32_t>(out.size()));
+  for (const Status& st : out) w.ItemStatus(st);
+  return Status::Ok();
+}
+
+Status Session::BatchKeys(Opcode op, std::string_view body) {
+  if (op == Opcode::kBatchLease) {
+    if (Status st = RequireShm("batch_lease"); !st.ok()) return st;
+  }
+  Reader r(body);
+  proto::BatchKeysRequest req;
+  if (Status st = req.Decode(r, server_->options().max_batch); !st.ok()) return st;
+  Writer w(&reply_);
+  w.U32(static_cast<uint32_t>(req.keys.size()));
+  switch (op) {
+    case Opcode::kBatchLease: {
+      for (const auto& g : store_->BatchLease(caller_, req.tenant, req.keys)) {
+        w.ItemStatus(g.status());
+        if (!g.ok()) continue;
+        leases_.insert(g->lease_id);
+        proto::EncodeLeaseReply(w, {g->lease_id, g->offset, g->size, g->deadline_nanos});
+      }
+      return Status::Ok();
+    }
+    case Opcode::kBatchGet: {
+      // Inline values: copy under lease, release, and stop adding bytes once the
+      // reply reaches the frame limit (the rest answer RETRY).
+      std::vector<Result<LeaseGrant>> grants = store_->BatchLease(caller_, req.tenant, req.keys);
+      const size_t budget = server_->options().max_frame_bytes;
+      size_t bytes = 0;
+      bool full = false;
+      for (auto& g : grants) {
+        if (!g.ok()) {
+          w.ItemStatus(g.status());
+          continue;
+        }
+        full = full || (bytes > 0 && bytes + g->size > budget);
+        if (full) {
+          (void)store_->Release(g->lease_id);
+          w.ItemStatus(Status(Code::kRetry, "reply size limit reached; fetch this key again"));
+          continue;
+        }
+        bytes += g->size;
+        const size_t mark = reply_.size();
+        w.ItemStatus(Status::Ok());
+        std::memcpy(w.BlobSpace(g->size), store_->dram().base() + g->offset, g->size);
+        if (Status st = store_->Release(g->lease_id); !st.ok()) {
+          reply_.resize(mark);
+          w.ItemStatus(st);
+        }
+      }
+      return Status::Ok();
+    }
+    case Opcode::kBatchExist:
+      for (const Status& st : store_->BatchExist(caller_, req.tenant, req.keys)) w.ItemStatus(st);
+      return Status::Ok();
+    case Opcode::kBatchQuery:
+      for (const auto& info : store_->BatchQuery(caller_, req.tenant, req.keys)) {
+        w.ItemStatus(info.status());
+        if (info.ok()) proto::EncodeObjectInfo(w, *info);
+      }
+      return Status::Ok();
+    default:
+      for (const Status& st : store_->BatchRemove(caller_, req.tenant, req.keys)) {
+        w.ItemStatus(st);
+      }
+      return Status::Ok();
+  }
+}
+
+}  // namespace tierkv

@@ -1,0 +1,79 @@
+// Session: one client connection's request loop.
+//
+// Reads a frame, checks it against the limits before allocating anything,
+// decodes it, runs it against the Store, and writes the reply. A body that does
+// not decode gets a PROTOCOL_ERROR reply and the connection stays open (framing
+// is intact); a header that cannot be trusted (bad magic or version, a length
+// over the limit) gets a kFatal frame and the connection is closed. Nothing a
+// client sends affects other sessions.
+//
+// The session remembers the write grants and read leases it was given; when the
+// connection ends (for any reason) it aborts and releases them, so a client that
+// vanishes mid-put or mid-get leaks nothing.
+//
+// Thread-safety: a Session is driven by its connection's thread only.
+#ifndef TIERKV_SERVER_SESSION_H_
+#define TIERKV_SERVER_SESSION_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+#include "protocol/frame.h"
+#include "server/server.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+class Session {
+ public:
+  Session(Server* server, Store* store, int fd, bool unix_socket, uint64_t id);
+  ~Session();  // cleans up grants and leases
+
+  // Serves until the peer closes, the stream breaks or the read side is shut down.
+  void Run();
+
+ private:
+  // Handlers: decode `body`, execute, fill reply_ (body only); return the
+  // top-level status (non-OK replaces the body with the error message).
+  Status Dispatch(const proto::FrameHeader& h, std::string_view body);
+  Status Hello(std::string_view body);
+  Status Alloc(std::string_view body);
+  Status IdCall(proto::Opcode op, std::string_view body);
+  Status Put(std::string_view body);
+  Status Lease(std::string_view body);
+  Status Get(std::string_view body);
+  Status KeyCall(proto::Opcode op, std::string_view body);
+  Status RemoveAll(std::string_view body);
+  Status ListKeys(std::string_view body);
+  Status BatchAlloc(std::string_view body);
+  Status BatchIds(proto::Opcode op, std::string_view body);
+  Status BatchPut(std::string_view body);
+  Status BatchKeys(proto::Opcode op, std::string_view body);
+
+  // Put of inline bytes (TCP): alloc, copy, commit.
+  Status PutInline(std::string_view tenant, std::string_view key, std::string_view group_id,
+                   uint8_t flags, std::string_view value);
+  // Get into reply_ (TCP): lease, copy, release. Writes the blob length + bytes.
+  Status GetInline(std::string_view tenant, std::string_view key);
+
+  Status SendReply(const proto::FrameHeader& request, const Status& status);
+  void SendFatal(const Status& status);
+  Status RequireShm(std::string_view op) const;
+
+  Server* const server_;
+  Store* const store_;
+  const int fd_;
+  const bool unix_socket_;
+  Caller caller_;
+  std::string body_;   // request body buffer, reused
+  std::string reply_;  // reply frame buffer, reused
+  size_t reply_body_start_ = 0;
+  std::unordered_set<uint64_t> allocs_;
+  std::unordered_set<uint64_t> leases_;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_SERVER_SESSION_H_

@@ -1,0 +1,535 @@
+// Store: construction, validation, and the per-object lifecycle.
+// Batches live in store_batch.cc, space and eviction in store_space.cc.
+#include "store/store.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "store/store_internal.h"
+
+namespace tierkv {
+namespace {
+
+constexpr uint32_t kMaxTenantBytes = 128;
+
+int64_t MsToNs(int64_t ms) { return ms * 1'000'000; }
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::Create(const StoreOptions& options,
+                                             std::unique_ptr<DramPool> dram) {
+  if (options.shards == 0 || options.shards > 256 || !std::has_single_bit(options.shards)) {
+    return InvalidArgument("shards must be a power of two between 1 and 256");
+  }
+  if (options.lease_ms <= 0) return InvalidArgument("lease-ms must be positive");
+  if (options.alloc_timeout_ms <= 0) return InvalidArgument("alloc-timeout-ms must be positive");
+  if (!(options.low_watermark > 0 && options.low_watermark <= options.high_watermark &&
+        options.high_watermark <= 1.0)) {
+    return InvalidArgument("watermarks must satisfy 0 < low <= high <= 1");
+  }
+  if (options.max_key_bytes == 0) return InvalidArgument("max-key-bytes must be positive");
+  if (!dram) return InvalidArgument("a DRAM pool is required");
+  return std::unique_ptr<Store>(new Store(options, std::move(dram)));
+}
+
+Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
+    : options_(options),
+      clock_(options.clock ? options.clock : RealClock()),
+      dram_(std::move(dram)) {
+  shards_.reserve(options_.shards);
+  for (uint32_t i = 0; i < options_.shards; ++i) shards_.push_back(std::make_unique<Shard>());
+}
+
+Store::~Store() { Stop(); }
+
+void Store::AddObserver(ReplicaObserver* observer) { observers_.push_back(observer); }
+
+Status Store::ValidateTenant(std::string_view tenant) const {
+  if (tenant.empty()) return InvalidArgument("tenant must not be empty");
+  if (tenant.size() > kMaxTenantBytes) {
+    return Status(Code::kTooLarge, "tenant is " + std::to_string(tenant.size()) +
+                                       " bytes; the limit is " + std::to_string(kMaxTenantBytes));
+  }
+  if (tenant.find('\0') != std::string_view::npos) {
+    return InvalidArgument("tenant must not contain NUL bytes");
+  }
+  return Status::Ok();
+}
+
+Status Store::ValidateKey(std::string_view key) const {
+  if (key.empty()) return InvalidArgument("key must not be empty");
+  if (key.size() > options_.max_key_bytes) {
+    return Status(Code::kTooLarge, "key is " + std::to_string(key.size()) +
+                                       " bytes; the limit (max-key-bytes) is " +
+                                       std::to_string(options_.max_key_bytes));
+  }
+  return Status::Ok();
+}
+
+uint32_t Store::ShardIndex(std::string_view composite) const {
+  return static_cast<uint32_t>(XXH3_64bits(composite.data(), composite.size()) &
+                               (options_.shards - 1));
+}
+
+Store::Shard& Store::ShardFor(std::string_view composite) {
+  return *shards_[ShardIndex(composite)];
+}
+
+Store::Shard& Store::ShardOfId(uint64_t id) { return *shards_[(id & 0xff) & (options_.shards - 1)]; }
+
+uint64_t Store::NextId(uint32_t shard_index) {
+  return (next_id_.fetch_add(1, std::memory_order_relaxed) << 8) | shard_index;
+}
+
+// ---------------------------------------------------------------------------
+// Announcements and small helpers (shard lock held).
+
+void Store::AnnounceStored(const Map::value_type& kv, const Blob& blob) {
+  if (observers_.empty()) return;
+  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), blob.group_id, Medium::kDram, blob.size};
+  for (ReplicaObserver* o : observers_) o->OnStored(ev);
+}
+
+void Store::AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause) {
+  if (observers_.empty()) return;
+  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), blob.group_id, Medium::kDram, blob.size,
+                  cause};
+  for (ReplicaObserver* o : observers_) o->OnRemoved(ev);
+}
+
+bool Store::LeasedLocked(const Blob& blob, int64_t now) const {
+  return blob.leases > 0 && now <= blob.lease_deadline;
+}
+
+void Store::TouchLocked(Shard& shard, Map::value_type& kv) {
+  Entry& e = kv.second;
+  e.last_access = clock_->NowNanos();
+  if (e.in_lru) {
+    shard.lru.splice(shard.lru.begin(), shard.lru, e.lru_pos);
+  } else {
+    shard.lru.push_front(&kv);
+    e.lru_pos = shard.lru.begin();
+    e.in_lru = true;
+  }
+}
+
+// A readable blob leaves the index: free it now, or keep it as a zombie while
+// read leases still point at it.
+void Store::RetireLocked(Shard& shard, std::unique_ptr<Blob> blob) {
+  if (blob->leases > 0 && !LeasedLocked(*blob, clock_->NowNanos())) {
+    ReapShardLocked(shard, clock_->NowNanos());  // detaches the expired lease records
+  }
+  if (blob->leases > 0) {
+    blob->zombie = true;
+    shard.zombie_bytes += blob->extent.size;
+    Blob* raw = blob.get();
+    shard.zombies.emplace(raw, std::move(blob));
+    return;
+  }
+  FreeExtent(blob->extent, blob->size);
+}
+
+void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
+  std::unique_ptr<Blob> blob = std::move(it->second.pending);
+  shard.pending.erase(blob->alloc_id);
+  if (revoked && blob->owner != 0) {
+    // The writer may still be copying into the range: keep it out of reuse until
+    // its session ends.
+    std::lock_guard<std::mutex> lock(quarantine_mu_);
+    quarantine_[blob->owner].emplace_back(blob->extent, blob->size);
+    quarantined_bytes_ += blob->extent.size;
+  } else {
+    FreeExtent(blob->extent, blob->size);
+  }
+  if (revoked) revoked_allocs_.fetch_add(1, std::memory_order_relaxed);
+  EraseIfEmptyLocked(shard, it);
+}
+
+void Store::EraseIfEmptyLocked(Shard& shard, Map::iterator it) {
+  Entry& e = it->second;
+  if (e.current || e.pending) return;
+  if (e.in_lru) shard.lru.erase(e.lru_pos);
+  shard.map.erase(it);
+}
+
+// Detaches expired leases from their blobs (freeing zombies whose last lease
+// ended) and forgets tombstones older than lease_tombstone_ms.
+size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
+  size_t expired = 0;
+  const int64_t tombstone_ns = MsToNs(options_.lease_tombstone_ms);
+  for (auto it = shard.leases.begin(); it != shard.leases.end();) {
+    LeaseRecord& rec = it->second;
+    if (rec.blob != nullptr && now > rec.deadline) {
+      Blob* blob = static_cast<Blob*>(rec.blob);
+      rec.blob = nullptr;
+      --blob->leases;
+      ++expired;
+      if (blob->zombie && blob->leases == 0) {
+        shard.zombie_bytes -= blob->extent.size;
+        FreeExtent(blob->extent, blob->size);
+        shard.zombies.erase(blob);
+      }
+    }
+    if (rec.blob == nullptr && (rec.owner == 0 || now > rec.deadline + tombstone_ns)) {
+      it = shard.leases.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  expired_leases_.fetch_add(expired, std::memory_order_relaxed);
+  return expired;
+}
+
+// ---------------------------------------------------------------------------
+// Two-phase put.
+
+Status Store::CheckPutLocked(Shard& shard, const std::string& composite,
+                             const PutOptions& options) {
+  auto it = shard.map.find(composite);
+  if (it == shard.map.end()) return Status::Ok();
+  const Entry& e = it->second;
+  if (e.pending) {
+    if (options.upsert) return Status(Code::kRetry, "another put of this key is in progress");
+    return Status(Code::kDuplicated, "a put of this key is already in progress");
+  }
+  if (e.current && !options.upsert) return Status(Code::kDuplicated, "key already exists");
+  return Status::Ok();
+}
+
+Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& composite,
+                                               const Caller& caller, uint64_t size,
+                                               const PutOptions& options,
+                                               const Extent& extent) {
+  auto [it, inserted] = shard.map.try_emplace(composite);
+  auto blob = std::make_unique<Blob>();
+  blob->extent = extent;
+  blob->size = size;
+  blob->group_id = std::string(options.group_id);
+  blob->alloc_id = NextId(ShardIndex(composite));
+  blob->owner = caller.session;
+  blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
+  AllocGrant grant{blob->alloc_id, extent.offset, size};
+  shard.pending.emplace(blob->alloc_id, &*it);
+  it->second.pending = std::move(blob);
+  return grant;
+}
+
+Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint64_t size,
+                                const PutOptions& options) {
+  auto finish = [&](Result<AllocGrant> r) {
+    op_stats_.Record(Op::kAlloc, r.code(), caller.rank);
+    return r;
+  };
+  Status st = ValidateTenant(ref.tenant);
+  if (st.ok()) st = ValidateKey(ref.key);
+  if (!st.ok()) return finish(st);
+  if (size == 0) return finish(InvalidArgument("size must be at least 1 byte"));
+  if (size > options_.max_object_bytes) {
+    return finish(Status(Code::kTooLarge, "value is " + std::to_string(size) +
+                                              " bytes; the limit (max-object-bytes) is " +
+                                              std::to_string(options_.max_object_bytes)));
+  }
+  const std::string composite = Composite(ref.tenant, ref.key);
+  Shard& shard = ShardFor(composite);
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    st = CheckPutLocked(shard, composite, options);
+  }
+  if (!st.ok()) return finish(st);
+  Result<Extent> space = AllocateSpace(size);
+  if (!space.ok()) return finish(space.status());
+  std::lock_guard<std::mutex> lock(shard.mu);
+  st = CheckPutLocked(shard, composite, options);  // a racing put may have won meanwhile
+  if (!st.ok()) {
+    FreeExtent(*space, size);
+    return finish(st);
+  }
+  return finish(InstallPendingLocked(shard, composite, caller, size, options, *space));
+}
+
+Status Store::CommitLocked(Shard& shard, uint64_t alloc_id) {
+  auto pit = shard.pending.find(alloc_id);
+  if (pit == shard.pending.end()) {
+    return NotFound("unknown alloc id (never granted, already committed, or revoked)");
+  }
+  Map::value_type& kv = *pit->second;
+  Entry& e = kv.second;
+  const int64_t now = clock_->NowNanos();
+  if (now > e.pending->alloc_deadline) {
+    DropPendingLocked(shard, shard.map.find(kv.first), /*revoked=*/true);
+    return Status(Code::kLeaseExpired, "the write grant expired before commit (alloc-timeout-ms)");
+  }
+  shard.pending.erase(pit);
+  std::unique_ptr<Blob> blob = std::move(e.pending);
+  blob->alloc_id = 0;
+  blob->owner = 0;
+  if (e.current) {
+    std::unique_ptr<Blob> old = std::move(e.current);
+    AnnounceRemoved(kv, *old, RemoveCause::kReplaced);
+    RetireLocked(shard, std::move(old));
+  } else {
+    ++shard.readable;
+  }
+  e.current = std::move(blob);
+  TouchLocked(shard, kv);
+  AnnounceStored(kv, *e.current);
+  return Status::Ok();
+}
+
+Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
+  Shard& shard = ShardOfId(alloc_id);
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    st = CommitLocked(shard, alloc_id);
+  }
+  op_stats_.Record(Op::kUpdateState, st.code(), caller.rank);
+  return st;
+}
+
+Status Store::Abort(uint64_t alloc_id) {
+  Shard& shard = ShardOfId(alloc_id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto pit = shard.pending.find(alloc_id);
+  if (pit == shard.pending.end()) return NotFound("unknown alloc id");
+  DropPendingLocked(shard, shard.map.find(pit->second->first), /*revoked=*/false);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Reads.
+
+Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite,
+                                      const Caller& caller) {
+  auto it = shard.map.find(composite);
+  if (it == shard.map.end() || !it->second.current) return NotFound("key not found");
+  Blob& blob = *it->second.current;
+  const int64_t now = clock_->NowNanos();
+  const int64_t deadline = now + MsToNs(options_.lease_ms);
+  const uint64_t id = NextId(ShardIndex(composite));
+  shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
+  ++blob.leases;
+  blob.lease_deadline = std::max(blob.lease_deadline, deadline);
+  TouchLocked(shard, *it);
+  return LeaseGrant{id, blob.extent.offset, blob.size, deadline};
+}
+
+Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
+  Status st = ValidateTenant(ref.tenant);
+  if (st.ok()) st = ValidateKey(ref.key);
+  if (!st.ok()) {
+    op_stats_.Record(Op::kGet, st.code(), caller.rank);
+    return st;
+  }
+  const std::string composite = Composite(ref.tenant, ref.key);
+  Shard& shard = ShardFor(composite);
+  Result<LeaseGrant> r = [&] {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    return LeaseLocked(shard, composite, caller);
+  }();
+  op_stats_.Record(Op::kGet, r.code(), caller.rank);
+  return r;
+}
+
+Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id) {
+  auto it = shard.leases.find(lease_id);
+  if (it == shard.leases.end()) return NotFound("unknown lease id");
+  LeaseRecord rec = it->second;
+  shard.leases.erase(it);
+  if (rec.blob == nullptr) {
+    return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
+  }
+  Blob* blob = static_cast<Blob*>(rec.blob);
+  --blob->leases;
+  const bool expired = clock_->NowNanos() > rec.deadline;
+  if (expired) expired_leases_.fetch_add(1, std::memory_order_relaxed);
+  if (blob->zombie && blob->leases == 0) {
+    shard.zombie_bytes -= blob->extent.size;
+    FreeExtent(blob->extent, blob->size);
+    shard.zombies.erase(blob);
+  }
+  if (expired) {
+    return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
+  }
+  return Status::Ok();
+}
+
+Status Store::Release(uint64_t lease_id) {
+  Shard& shard = ShardOfId(lease_id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return ReleaseLocked(shard, lease_id);
+}
+
+// ---------------------------------------------------------------------------
+// Lookups and removal.
+
+Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite) {
+  auto it = shard.map.find(composite);
+  if (it == shard.map.end() || !it->second.current) return NotFound("key not found");
+  const Blob& blob = *it->second.current;
+  const int64_t now = clock_->NowNanos();
+  ObjectInfo info;
+  info.size = blob.size;
+  info.group_id = blob.group_id;
+  info.media = MediumBit(Medium::kDram);
+  info.state = ReplicaState::kReadable;
+  info.active_leases = LeasedLocked(blob, now) ? blob.leases : 0;
+  const int64_t wall_now = clock_->NowUnixMillis();
+  if (info.active_leases > 0) {
+    info.lease_expires_unix_ms = wall_now + (blob.lease_deadline - now) / 1'000'000;
+  }
+  info.last_access_unix_ms = wall_now - (now - it->second.last_access) / 1'000'000;
+  return info;
+}
+
+Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
+  Status st = ValidateTenant(ref.tenant);
+  if (st.ok()) st = ValidateKey(ref.key);
+  if (st.ok()) {
+    const std::string composite = Composite(ref.tenant, ref.key);
+    Shard& shard = ShardFor(composite);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(composite);
+    if (it == shard.map.end() || !it->second.current) st = NotFound("key not found");
+  }
+  op_stats_.Record(Op::kExistKey, st.code(), caller.rank);
+  return st;
+}
+
+Result<ObjectInfo> Store::Query(const Caller& caller, const ObjectRef& ref) {
+  Status st = ValidateTenant(ref.tenant);
+  if (st.ok()) st = ValidateKey(ref.key);
+  if (!st.ok()) {
+    op_stats_.Record(Op::kQuery, st.code(), caller.rank);
+    return st;
+  }
+  const std::string composite = Composite(ref.tenant, ref.key);
+  Shard& shard = ShardFor(composite);
+  Result<ObjectInfo> r = [&] {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    return QueryLocked(shard, composite);
+  }();
+  op_stats_.Record(Op::kQuery, r.code(), caller.rank);
+  return r;
+}
+
+Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
+  auto it = shard.map.find(composite);
+  if (it == shard.map.end() || !it->second.current) return NotFound("key not found");
+  Entry& e = it->second;
+  std::unique_ptr<Blob> old = std::move(e.current);
+  --shard.readable;
+  if (e.in_lru) {
+    shard.lru.erase(e.lru_pos);
+    e.in_lru = false;
+  }
+  AnnounceRemoved(*it, *old, RemoveCause::kRemoved);
+  RetireLocked(shard, std::move(old));
+  EraseIfEmptyLocked(shard, it);
+  return Status::Ok();
+}
+
+Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
+  Status st = ValidateTenant(ref.tenant);
+  if (st.ok()) st = ValidateKey(ref.key);
+  if (st.ok()) {
+    const std::string composite = Composite(ref.tenant, ref.key);
+    Shard& shard = ShardFor(composite);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    st = RemoveLocked(shard, composite);
+  }
+  op_stats_.Record(Op::kRemove, st.code(), caller.rank);
+  return st;
+}
+
+Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view tenant,
+                                         bool force) {
+  Status st = ValidateTenant(tenant);
+  if (!st.ok()) {
+    op_stats_.Record(Op::kRemoveAll, st.code(), caller.rank);
+    return st;
+  }
+  RemoveAllResult out;
+  for (auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
+    std::lock_guard<std::mutex> lock(shard.mu);
+    const int64_t now = clock_->NowNanos();
+    for (auto it = shard.map.begin(); it != shard.map.end();) {
+      auto next = std::next(it);
+      if (TenantOf(it->first) == tenant) {
+        Entry& e = it->second;
+        const bool has_current = e.current != nullptr;
+        if (e.pending) {
+          if (force) {
+            DropPendingLocked(shard, it, /*revoked=*/true);  // erases the entry if nothing else
+          } else {
+            ++out.skipped;
+          }
+        }
+        if (has_current) {
+          if (!force && LeasedLocked(*e.current, now)) {
+            ++out.skipped;
+          } else {
+            ++out.removed;
+            (void)RemoveLocked(shard, it->first);
+          }
+        }
+      }
+      it = next;
+    }
+  }
+  if (out.removed > 0 && out.skipped == 0) {
+    out.cleared = true;
+    for (ReplicaObserver* o : observers_) o->OnTenantCleared(tenant);
+  }
+  op_stats_.Record(Op::kRemoveAll, Code::kOk, caller.rank);
+  return out;
+}
+
+Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::string_view tenant,
+                                                 std::string_view prefix, size_t limit) {
+  Status st = ValidateTenant(tenant);
+  if (!st.ok()) {
+    op_stats_.Record(Op::kGetAllKeys, st.code(), caller.rank);
+    return st;
+  }
+  std::vector<std::string> keys;
+  for (auto& shard_ptr : shards_) {
+    std::lock_guard<std::mutex> lock(shard_ptr->mu);
+    for (const auto& kv : shard_ptr->map) {
+      if (!kv.second.current || TenantOf(kv.first) != tenant) continue;
+      std::string_view key = KeyOf(kv.first);
+      if (key.substr(0, prefix.size()) == prefix) keys.emplace_back(key);
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  if (limit > 0 && keys.size() > limit) keys.resize(limit);
+  op_stats_.Record(Op::kGetAllKeys, Code::kOk, caller.rank);
+  return keys;
+}
+
+StoreStats Store::Stats() const {
+  StoreStats s;
+  for (const auto& shard_ptr : shards_) {
+    std::lock_guard<std::mutex> lock(shard_ptr->mu);
+    s.objects += shard_ptr->readable;
+    s.pending_allocs += shard_ptr->pending.size();
+    for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.blob != nullptr;
+    s.zombie_bytes += shard_ptr->zombie_bytes;
+  }
+  {
+    std::lock_guard<std::mutex> lock(quarantine_mu_);
+    s.quarantined_bytes = quarantined_bytes_;
+  }
+  s.evicted_objects = evicted_objects_.load(std::memory_order_relaxed);
+  s.evicted_bytes = evicted_bytes_.load(std::memory_order_relaxed);
+  s.eviction_rounds = eviction_rounds_.load(std::memory_order_relaxed);
+  s.revoked_allocs = revoked_allocs_.load(std::memory_order_relaxed);
+  s.expired_leases = expired_leases_.load(std::memory_order_relaxed);
+  s.dram = dram_->Stats();
+  return s;
+}
+
+}  // namespace tierkv

@@ -1,0 +1,221 @@
+// Store: batch calls. Items are grouped by shard so each shard's lock is taken
+// once per batch; results come back in input order, one status per item.
+#include <algorithm>
+#include <numeric>
+
+#include "store/store.h"
+#include "store/store_internal.h"
+
+namespace tierkv {
+namespace {
+
+template <typename T>
+std::vector<Code> CodesOf(const std::vector<T>& results) {
+  std::vector<Code> codes;
+  codes.reserve(results.size());
+  for (const auto& r : results) codes.push_back(r.code());
+  return codes;
+}
+
+}  // namespace
+
+// Item indices ordered by shard, so runs of equal shards can share one lock.
+std::vector<uint32_t> Store::ShardOrder(std::span<const std::string> composites) const {
+  std::vector<uint32_t> order(composites.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<uint32_t> shard_of(composites.size());
+  for (size_t i = 0; i < composites.size(); ++i) shard_of[i] = ShardIndex(composites[i]);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return shard_of[a] < shard_of[b]; });
+  return order;
+}
+
+namespace {
+
+// Runs `fn(shard, item_index)` for every valid item, holding each shard's lock
+// once for all its items. `valid[i]` false items are skipped.
+template <typename ShardOf, typename Fn>
+void ForEachByShard(const std::vector<uint32_t>& order, const std::vector<bool>& valid,
+                    ShardOf shard_of, Fn fn) {
+  size_t i = 0;
+  while (i < order.size()) {
+    if (!valid[order[i]]) {
+      ++i;
+      continue;
+    }
+    auto& shard = shard_of(order[i]);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    while (i < order.size() && (!valid[order[i]] || &shard_of(order[i]) == &shard)) {
+      if (valid[order[i]]) fn(shard, order[i]);
+      ++i;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::string_view tenant,
+                                                  std::span<const AllocItem> items) {
+  std::vector<Result<AllocGrant>> out;
+  out.reserve(items.size());
+  // Space is reserved item by item (eviction may run between items), but each
+  // item's index checks and installation are as in Alloc.
+  const Status tenant_status = ValidateTenant(tenant);
+  for (const AllocItem& item : items) {
+    if (!tenant_status.ok()) {
+      out.emplace_back(tenant_status);
+      continue;
+    }
+    Status st = ValidateKey(item.key);
+    if (st.ok() && item.size == 0) st = InvalidArgument("size must be at least 1 byte");
+    if (st.ok() && item.size > options_.max_object_bytes) {
+      st = Status(Code::kTooLarge, "value is " + std::to_string(item.size) +
+                                       " bytes; the limit (max-object-bytes) is " +
+                                       std::to_string(options_.max_object_bytes));
+    }
+    if (!st.ok()) {
+      out.emplace_back(st);
+      continue;
+    }
+    const std::string composite = Composite(tenant, item.key);
+    Shard& shard = ShardFor(composite);
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      st = CheckPutLocked(shard, composite, item.options);
+    }
+    if (!st.ok()) {
+      out.emplace_back(st);
+      continue;
+    }
+    Result<Extent> space = AllocateSpace(item.size);
+    if (!space.ok()) {
+      out.emplace_back(space.status());
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(shard.mu);
+    st = CheckPutLocked(shard, composite, item.options);
+    if (!st.ok()) {
+      FreeExtent(*space, item.size);
+      out.emplace_back(st);
+      continue;
+    }
+    out.push_back(InstallPendingLocked(shard, composite, caller, item.size, item.options, *space));
+  }
+  op_stats_.RecordBatch(Op::kBatchAlloc, Op::kAlloc, CodesOf(out), caller.rank);
+  return out;
+}
+
+std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uint64_t> ids) {
+  std::vector<Status> out(ids.size());
+  std::vector<uint32_t> order(ids.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return (ids[a] & 0xff) < (ids[b] & 0xff);
+  });
+  std::vector<bool> valid(ids.size(), true);
+  ForEachByShard(order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
+                 [&](Shard& shard, uint32_t i) { out[i] = CommitLocked(shard, ids[i]); });
+  op_stats_.RecordBatch(Op::kBatchUpdateState, Op::kUpdateState, CodesOf(out), caller.rank);
+  return out;
+}
+
+std::vector<Status> Store::BatchRelease(std::span<const uint64_t> ids) {
+  std::vector<Status> out(ids.size());
+  std::vector<uint32_t> order(ids.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return (ids[a] & 0xff) < (ids[b] & 0xff);
+  });
+  std::vector<bool> valid(ids.size(), true);
+  ForEachByShard(order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
+                 [&](Shard& shard, uint32_t i) { out[i] = ReleaseLocked(shard, ids[i]); });
+  return out;
+}
+
+// Shared skeleton of the keyed batch calls: validate, group by shard, run `fn`
+// under the shard lock, count.
+template <typename R, typename Fn>
+std::vector<R> KeyedBatch(Store& store, std::string_view tenant,
+                          std::span<const std::string_view> keys,
+                          std::vector<std::string>& composites, std::vector<bool>& valid, Fn fn) {
+  std::vector<R> out(keys.size(), R(Status::Ok()));
+  const Status tenant_status = store.ValidateTenant(tenant);
+  composites.resize(keys.size());
+  valid.assign(keys.size(), false);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Status st = tenant_status.ok() ? store.ValidateKey(keys[i]) : tenant_status;
+    if (!st.ok()) {
+      out[i] = R(st);
+      continue;
+    }
+    composites[i] = Composite(tenant, keys[i]);
+    valid[i] = true;
+  }
+  fn(out);
+  return out;
+}
+
+std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::string_view tenant,
+                                                  std::span<const std::string_view> keys) {
+  std::vector<std::string> composites;
+  std::vector<bool> valid;
+  auto out = KeyedBatch<Result<LeaseGrant>>(
+      *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
+        ForEachByShard(ShardOrder(composites), valid,
+                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+                       [&](Shard& shard, uint32_t i) {
+                         res[i] = LeaseLocked(shard, composites[i], caller);
+                       });
+      });
+  op_stats_.RecordBatch(Op::kBatchGet, Op::kGet, CodesOf(out), caller.rank);
+  return out;
+}
+
+std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view tenant,
+                                      std::span<const std::string_view> keys) {
+  std::vector<std::string> composites;
+  std::vector<bool> valid;
+  auto out = KeyedBatch<Status>(
+      *this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
+        ForEachByShard(ShardOrder(composites), valid,
+                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+                       [&](Shard& shard, uint32_t i) {
+                         auto it = shard.map.find(composites[i]);
+                         if (it == shard.map.end() || !it->second.current) {
+                           res[i] = NotFound("key not found");
+                         }
+                       });
+      });
+  op_stats_.RecordBatch(Op::kBatchExistKey, Op::kExistKey, CodesOf(out), caller.rank);
+  return out;
+}
+
+std::vector<Result<ObjectInfo>> Store::BatchQuery(const Caller& caller, std::string_view tenant,
+                                                  std::span<const std::string_view> keys) {
+  std::vector<std::string> composites;
+  std::vector<bool> valid;
+  auto out = KeyedBatch<Result<ObjectInfo>>(
+      *this, tenant, keys, composites, valid, [&](std::vector<Result<ObjectInfo>>& res) {
+        ForEachByShard(ShardOrder(composites), valid,
+                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+                       [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
+      });
+  op_stats_.RecordBatch(Op::kBatchQuery, Op::kQuery, CodesOf(out), caller.rank);
+  return out;
+}
+
+std::vector<Status> Store::BatchRemove(const Caller& caller, std::string_view tenant,
+                                       std::span<const std::string_view> keys) {
+  std::vector<std::string> composites;
+  std::vector<bool> valid;
+  auto out = KeyedBatch<Status>(
+      *this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
+        ForEachByShard(ShardOrder(composites), valid,
+                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+                       [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
+      });
+  op_stats_.RecordBatch(Op::kBatchRemove, Op::kRemove, CodesOf(out), caller.rank);
+  return out;
+}
+
+}  // namespace tierkv

@@ -1,0 +1,81 @@
+// Internal layout of the store's shards. Only store*.cc include this.
+#ifndef TIERKV_STORE_STORE_INTERNAL_H_
+#define TIERKV_STORE_STORE_INTERNAL_H_
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "media/offset_allocator.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+// One replica's bytes in the DRAM pool.
+struct Store::Blob {
+  Extent extent;
+  uint64_t size = 0;  // value length
+  std::string group_id;
+  uint32_t leases = 0;         // lease records pointing here
+  int64_t lease_deadline = 0;  // latest deadline among them
+  bool zombie = false;         // removed from the index, kept alive by leases
+  // Pending (ALLOCATED) blobs only:
+  uint64_t alloc_id = 0;
+  uint64_t owner = 0;  // session that holds the write grant
+  int64_t alloc_deadline = 0;
+};
+
+struct Store::Entry {
+  std::unique_ptr<Blob> current;  // READABLE
+  std::unique_ptr<Blob> pending;  // ALLOCATED, awaiting commit
+  int64_t last_access = 0;
+  bool in_lru = false;
+  std::list<Map::value_type*>::iterator lru_pos;
+};
+
+struct LeaseRecord {
+  void* blob = nullptr;  // Store::Blob*; null once expired (a tombstone)
+  int64_t deadline = 0;
+  uint64_t owner = 0;
+};
+
+struct Store::Shard {
+  std::mutex mu;
+  Map map;                                // composite key -> entry
+  std::list<Map::value_type*> lru;        // front = most recent; readable entries only
+  std::unordered_map<uint64_t, Map::value_type*> pending;  // alloc id -> entry
+  std::unordered_map<uint64_t, LeaseRecord> leases;        // lease id -> record
+  std::unordered_map<Blob*, std::unique_ptr<Blob>> zombies;
+  uint64_t zombie_bytes = 0;
+  uint64_t readable = 0;
+};
+
+struct Store::Victim {
+  int64_t last_access;
+  uint32_t shard;
+  std::string composite;
+};
+
+// "tenant\0key": tenants never contain NUL, so this is unambiguous.
+inline std::string Composite(std::string_view tenant, std::string_view key) {
+  std::string out;
+  out.reserve(tenant.size() + 1 + key.size());
+  out.append(tenant);
+  out.push_back('\0');
+  out.append(key);
+  return out;
+}
+
+inline std::string_view TenantOf(std::string_view composite) {
+  return composite.substr(0, composite.find('\0'));
+}
+
+inline std::string_view KeyOf(std::string_view composite) {
+  return composite.substr(composite.find('\0') + 1);
+}
+
+}  // namespace tierkv
+
+#endif  // TIERKV_STORE_STORE_INTERNAL_H_

@@ -1,0 +1,191 @@
+// Store: space management. Allocation with on-demand eviction, the approximate
+// LRU eviction rounds, lease/grant expiry, quarantine, and the maintenance thread.
+#include <algorithm>
+
+#include "store/store.h"
+#include "store/store_internal.h"
+
+namespace tierkv {
+namespace {
+
+// Candidates taken from the tail of each shard's LRU per eviction round.
+constexpr size_t kVictimsPerShard = 8;
+// How far up from the tail a shard is searched for unleased candidates.
+constexpr size_t kMaxTailScan = 64;
+
+}  // namespace
+
+void Store::FreeExtent(const Extent& extent, uint64_t requested) { dram_->Free(extent, requested); }
+
+Result<Extent> Store::AllocateSpace(uint64_t size) {
+  const uint64_t capacity = dram_->capacity();
+  if (size > capacity) {
+    return Status(Code::kNoSpace, "value of " + std::to_string(size) +
+                                      " bytes is larger than the DRAM pool (" +
+                                      std::to_string(capacity) + " bytes)");
+  }
+  if (auto extent = dram_->Allocate(size)) {
+    if (dram_->allocated_bytes() > static_cast<uint64_t>(options_.high_watermark * capacity)) {
+      std::lock_guard<std::mutex> lock(maint_mu_);
+      maint_kick_ = true;
+      maint_cv_.notify_one();
+    }
+    return *extent;
+  }
+  // Full: evict (one evictor at a time) and retry until it fits or nothing is left.
+  std::lock_guard<std::mutex> evict_lock(evict_mu_);
+  const uint64_t low = static_cast<uint64_t>(options_.low_watermark * capacity);
+  const uint64_t need = dram_->allocator().ClassSize(size);
+  for (;;) {
+    if (auto extent = dram_->Allocate(size)) return *extent;
+    std::vector<Victim> victims = GatherVictims();
+    if (victims.empty()) break;
+    eviction_rounds_.fetch_add(1, std::memory_order_relaxed);
+    bool progress = false;
+    for (const Victim& v : victims) {
+      progress |= EvictVictim(v);
+      // Stop once the request fits and usage is at or below the low watermark.
+      const AllocatorStats st = dram_->Stats();
+      if (st.largest_free >= need && st.allocated <= std::max(low, capacity - need)) break;
+    }
+    if (!progress) break;
+  }
+  if (auto extent = dram_->Allocate(size)) return *extent;
+  return Status(Code::kNoSpace, "DRAM pool is full and every remaining object is leased or "
+                                "being written (" + std::to_string(size) + " bytes requested)");
+}
+
+std::vector<Store::Victim> Store::GatherVictims() {
+  std::vector<Victim> victims;
+  for (uint32_t i = 0; i < shards_.size(); ++i) {
+    Shard& shard = *shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    const int64_t now = clock_->NowNanos();
+    bool reaped = false;
+    size_t taken = 0;
+    size_t scanned = 0;
+    for (auto it = shard.lru.rbegin(); it != shard.lru.rend() && taken < kVictimsPerShard &&
+                                       scanned < kMaxTailScan;
+         ++it, ++scanned) {
+      const Entry& e = (*it)->second;
+      if (e.current->leases > 0) {
+        if (LeasedLocked(*e.current, now)) continue;
+        if (!reaped) {
+          ReapShardLocked(shard, now);
+          reaped = true;
+        }
+      }
+      victims.push_back(Victim{e.last_access, i, (*it)->first});
+      ++taken;
+    }
+  }
+  std::sort(victims.begin(), victims.end(),
+            [](const Victim& a, const Victim& b) { return a.last_access < b.last_access; });
+  return victims;
+}
+
+bool Store::EvictVictim(const Victim& victim) {
+  Shard& shard = *shards_[victim.shard];
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.map.find(victim.composite);
+  if (it == shard.map.end() || !it->second.current) return false;
+  Entry& e = it->second;
+  const int64_t now = clock_->NowNanos();
+  if (e.last_access != victim.last_access || LeasedLocked(*e.current, now)) return false;
+  if (e.current->leases > 0) ReapShardLocked(shard, now);
+  std::unique_ptr<Blob> blob = std::move(e.current);
+  --shard.readable;
+  if (e.in_lru) {
+    shard.lru.erase(e.lru_pos);
+    e.in_lru = false;
+  }
+  evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+  evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);
+  AnnounceRemoved(*it, *blob, RemoveCause::kEvicted);
+  RetireLocked(shard, std::move(blob));
+  EraseIfEmptyLocked(shard, it);
+  return true;
+}
+
+size_t Store::EvictDownTo(uint64_t target_used) {
+  std::lock_guard<std::mutex> evict_lock(evict_mu_);
+  size_t evicted = 0;
+  while (dram_->allocated_bytes() > target_used) {
+    std::vector<Victim> victims = GatherVictims();
+    if (victims.empty()) break;
+    eviction_rounds_.fetch_add(1, std::memory_order_relaxed);
+    size_t round = 0;
+    for (const Victim& v : victims) {
+      if (dram_->allocated_bytes() <= target_used) break;
+      round += EvictVictim(v) ? 1 : 0;
+    }
+    evicted += round;
+    if (round == 0) break;
+  }
+  return evicted;
+}
+
+size_t Store::RunMaintenance() {
+  const int64_t now = clock_->NowNanos();
+  for (auto& shard_ptr : shards_) {
+    Shard& shard = *shard_ptr;
+    std::lock_guard<std::mutex> lock(shard.mu);
+    ReapShardLocked(shard, now);
+    for (auto pit = shard.pending.begin(); pit != shard.pending.end();) {
+      Map::value_type* kv = pit->second;
+      ++pit;  // DropPendingLocked erases the current element
+      if (now > kv->second.pending->alloc_deadline) {
+        DropPendingLocked(shard, shard.map.find(kv->first), /*revoked=*/true);
+      }
+    }
+  }
+  const uint64_t capacity = dram_->capacity();
+  if (dram_->allocated_bytes() > static_cast<uint64_t>(options_.high_watermark * capacity)) {
+    return EvictDownTo(static_cast<uint64_t>(options_.low_watermark * capacity));
+  }
+  return 0;
+}
+
+void Store::EndSession(uint64_t session) {
+  std::vector<std::pair<Extent, uint64_t>> ranges;
+  {
+    std::lock_guard<std::mutex> lock(quarantine_mu_);
+    auto it = quarantine_.find(session);
+    if (it == quarantine_.end()) return;
+    ranges = std::move(it->second);
+    quarantine_.erase(it);
+    for (const auto& r : ranges) quarantined_bytes_ -= r.first.size;
+  }
+  for (const auto& [extent, requested] : ranges) FreeExtent(extent, requested);
+}
+
+void Store::Start() {
+  std::lock_guard<std::mutex> lock(maint_mu_);
+  if (maint_thread_.joinable()) return;
+  stopping_ = false;
+  maint_thread_ = std::thread([this] { MaintenanceLoop(); });
+}
+
+void Store::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(maint_mu_);
+    stopping_ = true;
+    maint_cv_.notify_all();
+  }
+  if (maint_thread_.joinable()) maint_thread_.join();
+}
+
+void Store::MaintenanceLoop() {
+  std::unique_lock<std::mutex> lock(maint_mu_);
+  while (!stopping_) {
+    maint_cv_.wait_for(lock, std::chrono::milliseconds(options_.maintenance_interval_ms),
+                       [this] { return stopping_ || maint_kick_; });
+    if (stopping_) break;
+    maint_kick_ = false;
+    lock.unlock();
+    RunMaintenance();
+    lock.lock();
+  }
+}
+
+}  // namespace tierkv
