@@ -38,9 +38,9 @@
 namespace tierkv {
 
 struct ClientOptions {
-  uint32_t rank = 0;             // the engine's device rank, for per-rank metrics
-  std::string client_name;       // free text shown in manager logs
-  int io_timeout_ms = 30000;     // a manager silent for this long fails the call
+  uint32_t rank = 0;          // the engine's device rank, for per-rank metrics
+  std::string client_name;    // free text shown in manager logs
+  int io_timeout_ms = 30000;  // a manager silent for this long fails the call
   // Pre-fault the whole pool mapping at connect (Unix socket only): costs a few
   // hundred ms per GiB once, saves page faults on every later put and get.
   // Short-lived tools turn it off.
@@ -49,7 +49,7 @@ struct ClientOptions {
 
 struct WriteOptions {
   std::string_view tenant = kDefaultTenant;
-  std::string_view group_id;     // optional grouping label stored with the object
+  std::string_view group_id;  // optional grouping label stored with the object
 };
 
 struct PutItem {
@@ -67,8 +67,8 @@ struct GetItem {
 
 struct RemoveAllStats {
   uint64_t removed = 0;
-  uint64_t skipped = 0;   // leased or in-flight objects left in place (force=false)
-  bool cleared = false;   // the tenant is now empty
+  uint64_t skipped = 0;  // leased or in-flight objects left in place (force=false)
+  bool cleared = false;  // the tenant is now empty
 };
 
 struct KeyList {
@@ -93,8 +93,7 @@ class Client {
   uint32_t max_key_bytes() const;
 
   // Stores a new object. DUPLICATED when the key is already stored.
-  Status Put(std::string_view key, const void* data, size_t size,
-             const WriteOptions& options = {});
+  Status Put(std::string_view key, const void* data, size_t size, const WriteOptions& options = {});
   Status Put(std::string_view key, std::string_view value, const WriteOptions& options = {}) {
     return Put(key, value.data(), value.size(), options);
   }
@@ -135,8 +134,8 @@ class Client {
   // Removes every object of `tenant`; leased or in-flight ones only with `force`.
   Result<RemoveAllStats> RemoveAll(std::string_view tenant = kDefaultTenant, bool force = false);
   // Stored keys of `tenant` that start with `prefix`, sorted; at most `limit` (0: all).
-  Result<KeyList> ListKeys(std::string_view tenant = kDefaultTenant,
-                           std::string_view prefix = {}, uint32_t limit = 0);
+  Result<KeyList> ListKeys(std::string_view tenant = kDefaultTenant, std::string_view prefix = {},
+                           uint32_t limit = 0);
 
   class Impl;
 

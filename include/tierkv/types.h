@@ -36,10 +36,10 @@ enum class ReplicaState : uint8_t {
 
 // What Query reports about one object.
 struct ObjectInfo {
-  uint64_t size = 0;          // value length in bytes
-  std::string group_id;       // as given at put; empty when none
-  uint32_t media = 0;         // MediumBit() mask of the media holding a readable replica
-  uint32_t active_leases = 0; // read leases currently held on the readable replica
+  uint64_t size = 0;           // value length in bytes
+  std::string group_id;        // as given at put; empty when none
+  uint32_t media = 0;          // MediumBit() mask of the media holding a readable replica
+  uint32_t active_leases = 0;  // read leases currently held on the readable replica
   ReplicaState state = ReplicaState::kReadable;
   int64_t lease_expires_unix_ms = 0;  // latest active lease's end; 0 when none
   int64_t last_access_unix_ms = 0;

@@ -25,8 +25,8 @@ constexpr size_t kFrameOverhead = 256;
 
 Status SizeMismatch(size_t value, size_t capacity) {
   return Status(Code::kTooLarge, "buffer of " + std::to_string(capacity) +
-                                     " bytes is smaller than the value (" +
-                                     std::to_string(value) + " bytes)");
+                                     " bytes is smaller than the value (" + std::to_string(value) +
+                                     " bytes)");
 }
 
 // Fails every entry of `out` that is still unset with `st` (a call-level error).
@@ -229,7 +229,8 @@ void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_vie
       idx.push_back(i);
     }
     if (!r.done() || n != items.size()) {
-      std::fill(out, out + items.size(), Status(Code::kProtocolError, "malformed batch_alloc reply"));
+      std::fill(out, out + items.size(),
+                Status(Code::kProtocolError, "malformed batch_alloc reply"));
       return;
     }
     if (ids.empty()) return;
@@ -239,16 +240,17 @@ void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_vie
     Reader cr(reply);
     const uint32_t m = st.ok() ? cr.U32() : 0;
     for (size_t j = 0; j < idx.size(); ++j) {
-      out[idx[j]] = !st.ok() ? st : j < m ? cr.ItemStatus()
-                                          : Status(Code::kProtocolError, "short batch_commit reply");
+      out[idx[j]] = !st.ok() ? st
+                    : j < m  ? cr.ItemStatus()
+                             : Status(Code::kProtocolError, "short batch_commit reply");
     }
     return;
   }
   proto::BatchPutRequest req;
   req.tenant = tenant;
   for (const PutItem& it : items) {
-    req.items.push_back({it.key, it.group_id, flags,
-                         std::string_view(static_cast<const char*>(it.data), it.size)});
+    req.items.push_back(
+        {it.key, it.group_id, flags, std::string_view(static_cast<const char*>(it.data), it.size)});
   }
   Writer w = Begin();
   req.Encode(w);
@@ -339,8 +341,9 @@ void Client::Impl::BatchGetShm(std::span<const GetItem> items, std::string_view 
   Reader rr(reply);
   const uint32_t m = st.ok() ? rr.U32() : 0;
   for (size_t j = 0; j < idx.size(); ++j) {
-    Status rs = !st.ok() ? st : j < m ? rr.ItemStatus()
-                                      : Status(Code::kProtocolError, "short batch_release reply");
+    Status rs = !st.ok() ? st
+                : j < m  ? rr.ItemStatus()
+                         : Status(Code::kProtocolError, "short batch_release reply");
     if (!rs.ok() && out[base + idx[j]].ok()) out[base + idx[j]] = rs;
   }
 }
@@ -498,9 +501,9 @@ Result<ObjectInfo> Client::Query(std::string_view key, std::string_view tenant) 
 std::vector<Result<ObjectInfo>> Client::BatchQuery(std::span<const std::string_view> keys,
                                                    std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->KeyBatch<Result<ObjectInfo>>(
-      Opcode::kBatchQuery, keys, tenant,
-      [](Reader& r) { return Result<ObjectInfo>(proto::DecodeObjectInfo(r)); });
+  return impl_->KeyBatch<Result<ObjectInfo>>(Opcode::kBatchQuery, keys, tenant, [](Reader& r) {
+    return Result<ObjectInfo>(proto::DecodeObjectInfo(r));
+  });
 }
 
 Status Client::Remove(std::string_view key, std::string_view tenant) {
@@ -531,8 +534,7 @@ Result<RemoveAllStats> Client::RemoveAll(std::string_view tenant, bool force) {
   return s;
 }
 
-Result<KeyList> Client::ListKeys(std::string_view tenant, std::string_view prefix,
-                                 uint32_t limit) {
+Result<KeyList> Client::ListKeys(std::string_view tenant, std::string_view prefix, uint32_t limit) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Writer w = impl_->Begin();
   proto::EncodeListKeysRequest(w, {tenant, prefix, limit});

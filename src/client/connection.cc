@@ -95,9 +95,9 @@ Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string
     std::string msg(r.Str());
     if (!fatal) msg = "reply does not match the request (id or flags)";
     Close();
-    return Status(fatal ? static_cast<Code>(std::min<uint16_t>(rh.status, kMaxCode))
-                        : Code::kProtocolError,
-                  "manager closed the connection: " + msg);
+    return Status(
+        fatal ? static_cast<Code>(std::min<uint16_t>(rh.status, kMaxCode)) : Code::kProtocolError,
+        "manager closed the connection: " + msg);
   }
   if (rh.status != 0) {
     if (received_fd >= 0) close(received_fd);

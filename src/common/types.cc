@@ -4,9 +4,12 @@ namespace tierkv {
 
 std::string_view MediumName(Medium medium) {
   switch (medium) {
-    case Medium::kHbm: return "hbm";
-    case Medium::kDram: return "dram";
-    case Medium::kSsd: return "ssd";
+    case Medium::kHbm:
+      return "hbm";
+    case Medium::kDram:
+      return "dram";
+    case Medium::kSsd:
+      return "ssd";
   }
   return "unknown";
 }

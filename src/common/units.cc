@@ -19,8 +19,10 @@ std::string Lower(std::string_view s) {
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
   const std::string original(text);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   size_t i = 0;
   bool seen_digit = false;
   bool seen_dot = false;

@@ -35,10 +35,10 @@ struct Extent {
 
 struct AllocatorStats {
   uint64_t capacity = 0;
-  uint64_t allocated = 0;      // bytes reserved, class-rounded
-  uint64_t requested = 0;      // bytes asked for (before rounding)
-  uint64_t free = 0;           // capacity - allocated
-  uint64_t largest_free = 0;   // the biggest single free range
+  uint64_t allocated = 0;     // bytes reserved, class-rounded
+  uint64_t requested = 0;     // bytes asked for (before rounding)
+  uint64_t free = 0;          // capacity - allocated
+  uint64_t largest_free = 0;  // the biggest single free range
   uint64_t free_ranges = 0;
   uint64_t live_allocations = 0;
   // External fragmentation: 1 - largest_free / free (0 when nothing is free).
@@ -72,7 +72,7 @@ class OffsetAllocator {
   uint64_t allocated_bytes() const { return allocated_.load(std::memory_order_relaxed); }
 
  private:
-  void InsertFree(uint64_t offset, uint64_t size);  // mu_ held
+  void InsertFree(uint64_t offset, uint64_t size);            // mu_ held
   void EraseFree(std::map<uint64_t, uint64_t>::iterator it);  // mu_ held
 
   const uint64_t capacity_;

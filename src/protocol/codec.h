@@ -86,7 +86,8 @@ class Reader {
   bool done() const { return ok_ && pos_ == in_.size(); }
   // OK when everything decoded and nothing is left over; PROTOCOL_ERROR otherwise.
   Status Finish(std::string_view what) const {
-    if (!ok_) return Status(Code::kProtocolError, std::string(what) + ": truncated or malformed body");
+    if (!ok_)
+      return Status(Code::kProtocolError, std::string(what) + ": truncated or malformed body");
     if (pos_ != in_.size()) {
       return Status(Code::kProtocolError, std::string(what) + ": " +
                                               std::to_string(in_.size() - pos_) +

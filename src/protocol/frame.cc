@@ -6,29 +6,52 @@ namespace tierkv::proto {
 
 std::string_view OpcodeName(uint16_t opcode) {
   switch (static_cast<Opcode>(opcode)) {
-    case Opcode::kHello: return "hello";
-    case Opcode::kAlloc: return "alloc";
-    case Opcode::kCommit: return "commit";
-    case Opcode::kAbort: return "abort";
-    case Opcode::kPut: return "put";
-    case Opcode::kLease: return "lease";
-    case Opcode::kRelease: return "release";
-    case Opcode::kGet: return "get";
-    case Opcode::kExist: return "exist";
-    case Opcode::kQuery: return "query";
-    case Opcode::kRemove: return "remove";
-    case Opcode::kRemoveAll: return "remove_all";
-    case Opcode::kListKeys: return "list_keys";
-    case Opcode::kBatchAlloc: return "batch_alloc";
-    case Opcode::kBatchCommit: return "batch_commit";
-    case Opcode::kBatchLease: return "batch_lease";
-    case Opcode::kBatchRelease: return "batch_release";
-    case Opcode::kBatchPut: return "batch_put";
-    case Opcode::kBatchGet: return "batch_get";
-    case Opcode::kBatchExist: return "batch_exist";
-    case Opcode::kBatchQuery: return "batch_query";
-    case Opcode::kBatchRemove: return "batch_remove";
-    case Opcode::kFatal: return "fatal";
+    case Opcode::kHello:
+      return "hello";
+    case Opcode::kAlloc:
+      return "alloc";
+    case Opcode::kCommit:
+      return "commit";
+    case Opcode::kAbort:
+      return "abort";
+    case Opcode::kPut:
+      return "put";
+    case Opcode::kLease:
+      return "lease";
+    case Opcode::kRelease:
+      return "release";
+    case Opcode::kGet:
+      return "get";
+    case Opcode::kExist:
+      return "exist";
+    case Opcode::kQuery:
+      return "query";
+    case Opcode::kRemove:
+      return "remove";
+    case Opcode::kRemoveAll:
+      return "remove_all";
+    case Opcode::kListKeys:
+      return "list_keys";
+    case Opcode::kBatchAlloc:
+      return "batch_alloc";
+    case Opcode::kBatchCommit:
+      return "batch_commit";
+    case Opcode::kBatchLease:
+      return "batch_lease";
+    case Opcode::kBatchRelease:
+      return "batch_release";
+    case Opcode::kBatchPut:
+      return "batch_put";
+    case Opcode::kBatchGet:
+      return "batch_get";
+    case Opcode::kBatchExist:
+      return "batch_exist";
+    case Opcode::kBatchQuery:
+      return "batch_query";
+    case Opcode::kBatchRemove:
+      return "batch_remove";
+    case Opcode::kFatal:
+      return "fatal";
   }
   return "unknown";
 }

@@ -27,8 +27,8 @@ Status WaitReady(int fd, short events, int timeout_ms, std::string_view what) {
     const int rc = poll(&p, 1, timeout_ms);
     if (rc > 0) return Status::Ok();
     if (rc == 0) {
-      return Status(Code::kIoError, std::string(what) + ": peer stalled for " +
-                                        std::to_string(timeout_ms) + " ms");
+      return Status(Code::kIoError,
+                    std::string(what) + ": peer stalled for " + std::to_string(timeout_ms) + " ms");
     }
     if (errno != EINTR) return Errno(what);
   }

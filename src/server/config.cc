@@ -1,10 +1,10 @@
 #include "server/config.h"
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 
 #include "common/units.h"
+#include "protocol/socket_io.h"
 
 namespace tierkv {
 namespace {
@@ -41,6 +41,14 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
   } catch (const std::exception&) {
     return InvalidArgument("--uds-mode must be octal permission bits such as 0660, got '" +
                            uds_mode + "'");
+  }
+  if (!c.server.tcp_listen.empty()) {
+    Result<proto::Address> addr = proto::ParseAddress("tcp://" + c.server.tcp_listen);
+    if (!addr.ok()) return InvalidArgument("--listen: " + addr.status().message());
+  }
+  if (!c.server.uds_path.empty()) {
+    Result<proto::Address> addr = proto::ParseAddress("unix:" + c.server.uds_path);
+    if (!addr.ok()) return InvalidArgument("--uds-path: " + addr.status().message());
   }
   if (c.server.uds_path.empty() && c.server.tcp_listen.empty()) {
     return InvalidArgument("--uds-path and --listen are both empty: nothing to listen on");
@@ -127,8 +135,7 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return InvalidArgument(e.what());
   }
   if (Status st = SizeOption("dram-size", dram_size, &c.dram_size); !st.ok()) return st;
-  if (Status st = SizeOption("max-object-bytes", max_object, &c.store.max_object_bytes);
-      !st.ok()) {
+  if (Status st = SizeOption("max-object-bytes", max_object, &c.store.max_object_bytes); !st.ok()) {
     return st;
   }
   if (Status st = Validate(c, uds_mode, max_frame); !st.ok()) return st;

@@ -44,8 +44,8 @@ Status Server::ListenUnix() {
                     "--uds-path " + options_.uds_path + " exists and is not a socket");
     }
     if (proto::Connect(*addr).ok()) {
-      return Status(Code::kIoError, "--uds-path " + options_.uds_path +
-                                        " is in use by a running manager");
+      return Status(Code::kIoError,
+                    "--uds-path " + options_.uds_path + " is in use by a running manager");
     }
     unlink(options_.uds_path.c_str());
   }
@@ -145,6 +145,9 @@ void Server::AcceptLoop(int listen_fd, bool unix_socket) {
         Session session(this, store_, raw->fd, raw->unix_socket, id);
         session.Run();
       }
+      // The peer sees end-of-stream now; the descriptor itself is closed by the
+      // acceptor (ReapFinished) or Stop, which own it.
+      shutdown(raw->fd, SHUT_RDWR);
       raw->done.store(true);
     });
     conns_.push_back(std::move(conn));

@@ -31,14 +31,14 @@
 namespace tierkv {
 
 struct ServerOptions {
-  std::string uds_path;              // empty: no Unix socket
-  uint32_t uds_mode = 0660;          // permission bits of the socket file
-  std::string tcp_listen;            // "HOST:PORT"; empty: no TCP; port 0 picks one
-  uint32_t rank = 0;                 // this manager's rank
+  std::string uds_path;                  // empty: no Unix socket
+  uint32_t uds_mode = 0660;              // permission bits of the socket file
+  std::string tcp_listen;                // "HOST:PORT"; empty: no TCP; port 0 picks one
+  uint32_t rank = 0;                     // this manager's rank
   uint32_t max_frame_bytes = 64u << 20;  // largest request body accepted
-  uint32_t max_batch = 4096;         // most items in one batch call
+  uint32_t max_batch = 4096;             // most items in one batch call
   uint32_t max_connections = 1024;
-  int io_timeout_ms = 30000;         // a peer stalled mid-frame (either way) is dropped
+  int io_timeout_ms = 30000;  // a peer stalled mid-frame (either way) is dropped
 };
 
 struct ServerStats {

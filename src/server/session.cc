@@ -63,8 +63,8 @@ Status Session::SendReply(const proto::FrameHeader& request, const Status& statu
   const auto body_len = static_cast<uint32_t>(reply_.size() - proto::kHeaderSize);
   proto::EncodeHeader(proto::ResponseHeader(request, status.code(), body_len),
                       reinterpret_cast<uint8_t*>(reply_.data()));
-  const bool hello_with_fd = unix_socket_ && status.ok() &&
-                             request.opcode == static_cast<uint16_t>(Opcode::kHello);
+  const bool hello_with_fd =
+      unix_socket_ && status.ok() && request.opcode == static_cast<uint16_t>(Opcode::kHello);
   if (hello_with_fd) {
     return proto::WriteWithFd(fd_, reply_.data(), reply_.size(), store_->dram().fd());
   }
@@ -85,29 +85,43 @@ Status Session::RequireShm(std::string_view op) const {
 
 Status Session::Dispatch(const proto::FrameHeader& h, std::string_view body) {
   switch (static_cast<Opcode>(h.opcode)) {
-    case Opcode::kHello: return Hello(body);
-    case Opcode::kAlloc: return Alloc(body);
+    case Opcode::kHello:
+      return Hello(body);
+    case Opcode::kAlloc:
+      return Alloc(body);
     case Opcode::kCommit:
     case Opcode::kAbort:
-    case Opcode::kRelease: return IdCall(static_cast<Opcode>(h.opcode), body);
-    case Opcode::kPut: return Put(body);
-    case Opcode::kLease: return Lease(body);
-    case Opcode::kGet: return Get(body);
+    case Opcode::kRelease:
+      return IdCall(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kPut:
+      return Put(body);
+    case Opcode::kLease:
+      return Lease(body);
+    case Opcode::kGet:
+      return Get(body);
     case Opcode::kExist:
     case Opcode::kQuery:
-    case Opcode::kRemove: return KeyCall(static_cast<Opcode>(h.opcode), body);
-    case Opcode::kRemoveAll: return RemoveAll(body);
-    case Opcode::kListKeys: return ListKeys(body);
-    case Opcode::kBatchAlloc: return BatchAlloc(body);
+    case Opcode::kRemove:
+      return KeyCall(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kRemoveAll:
+      return RemoveAll(body);
+    case Opcode::kListKeys:
+      return ListKeys(body);
+    case Opcode::kBatchAlloc:
+      return BatchAlloc(body);
     case Opcode::kBatchCommit:
-    case Opcode::kBatchRelease: return BatchIds(static_cast<Opcode>(h.opcode), body);
-    case Opcode::kBatchPut: return BatchPut(body);
+    case Opcode::kBatchRelease:
+      return BatchIds(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kBatchPut:
+      return BatchPut(body);
     case Opcode::kBatchLease:
     case Opcode::kBatchGet:
     case Opcode::kBatchExist:
     case Opcode::kBatchQuery:
-    case Opcode::kBatchRemove: return BatchKeys(static_cast<Opcode>(h.opcode), body);
-    case Opcode::kFatal: break;
+    case Opcode::kBatchRemove:
+      return BatchKeys(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kFatal:
+      break;
   }
   return Status(Code::kNotSupported, "unknown opcode " + std::to_string(h.opcode));
 }
@@ -164,8 +178,8 @@ Status Session::IdCall(Opcode op, std::string_view body) {
   }
 }
 
-Status Session::PutInline(std::string_view tenant, std::string_view key,
-                          std::string_view group_id, uint8_t flags, std::string_view value) {
+Status Session::PutInline(std::string_view tenant, std::string_view key, std::string_view group_id,
+                          uint8_t flags, std::string_view value) {
   PutOptions po{group_id, (flags & proto::kPutUpsert) != 0};
   Result<AllocGrant> g = store_->Alloc(caller_, {tenant, key}, value.size(), po);
   if (!g.ok()) return g.status();
@@ -243,8 +257,8 @@ Status Session::ListKeys(std::string_view body) {
   Reader r(body);
   proto::ListKeysRequest req;
   if (Status st = proto::DecodeListKeysRequest(r, &req); !st.ok()) return st;
-  Result<std::vector<std::string>> keys = store_->ListKeys(caller_, req.tenant, req.prefix,
-                                                           req.limit);
+  Result<std::vector<std::string>> keys =
+      store_->ListKeys(caller_, req.tenant, req.prefix, req.limit);
   if (!keys.ok()) return keys.status();
   // Keep the reply within the frame limit; the truncated flag tells the client.
   const size_t budget = server_->options().max_frame_bytes;

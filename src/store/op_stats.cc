@@ -4,10 +4,10 @@ namespace tierkv {
 
 std::string_view OpName(Op op) {
   static constexpr std::string_view kNames[kOpCount] = {
-      "alloc",        "batch_alloc",        "get",   "batch_get",   "remove",
-      "batch_remove", "remove_all",         "update_state",         "batch_update_state",
-      "query",        "batch_query",        "get_all_keys",         "exist_key",
-      "batch_exist_key", "mount",           "unmount"};
+      "alloc",        "batch_alloc",  "get",          "batch_get",          "remove",
+      "batch_remove", "remove_all",   "update_state", "batch_update_state", "query",
+      "batch_query",  "get_all_keys", "exist_key",    "batch_exist_key",    "mount",
+      "unmount"};
   return kNames[static_cast<int>(op)];
 }
 

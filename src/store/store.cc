@@ -77,7 +77,9 @@ Store::Shard& Store::ShardFor(std::string_view composite) {
   return *shards_[ShardIndex(composite)];
 }
 
-Store::Shard& Store::ShardOfId(uint64_t id) { return *shards_[(id & 0xff) & (options_.shards - 1)]; }
+Store::Shard& Store::ShardOfId(uint64_t id) {
+  return *shards_[(id & 0xff) & (options_.shards - 1)];
+}
 
 uint64_t Store::NextId(uint32_t shard_index) {
   return (next_id_.fetch_add(1, std::memory_order_relaxed) << 8) | shard_index;
@@ -94,8 +96,8 @@ void Store::AnnounceStored(const Map::value_type& kv, const Blob& blob) {
 
 void Store::AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause) {
   if (observers_.empty()) return;
-  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), blob.group_id, Medium::kDram, blob.size,
-                  cause};
+  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), blob.group_id,
+                  Medium::kDram,      blob.size,       cause};
   for (ReplicaObserver* o : observers_) o->OnRemoved(ev);
 }
 
@@ -172,7 +174,7 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
         shard.zombies.erase(blob);
       }
     }
-    if (rec.blob == nullptr && (rec.owner == 0 || now > rec.deadline + tombstone_ns)) {
+    if (rec.blob == nullptr && now > rec.deadline + tombstone_ns) {
       it = shard.leases.erase(it);
     } else {
       ++it;
@@ -200,8 +202,7 @@ Status Store::CheckPutLocked(Shard& shard, const std::string& composite,
 
 Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& composite,
                                                const Caller& caller, uint64_t size,
-                                               const PutOptions& options,
-                                               const Extent& extent) {
+                                               const PutOptions& options, const Extent& extent) {
   auto [it, inserted] = shard.map.try_emplace(composite);
   auto blob = std::make_unique<Blob>();
   blob->extent = extent;

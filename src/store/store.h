@@ -52,16 +52,16 @@
 namespace tierkv {
 
 struct StoreOptions {
-  uint32_t shards = 64;              // power of two, 1..256
-  int64_t lease_ms = 2000;           // read lease length
-  int64_t alloc_timeout_ms = 30000;  // an uncommitted alloc is revoked after this
+  uint32_t shards = 64;                // power of two, 1..256
+  int64_t lease_ms = 2000;             // read lease length
+  int64_t alloc_timeout_ms = 30000;    // an uncommitted alloc is revoked after this
   int64_t lease_tombstone_ms = 60000;  // how long an expired lease still answers LEASE_EXPIRED
-  double high_watermark = 0.9;       // background eviction starts above this fill
-  double low_watermark = 0.8;        // ... and stops at this one
+  double high_watermark = 0.9;         // background eviction starts above this fill
+  double low_watermark = 0.8;          // ... and stops at this one
   uint32_t max_key_bytes = 1024;
   uint64_t max_object_bytes = 256ull << 20;
   int64_t maintenance_interval_ms = 20;  // reaper / evictor period
-  Clock* clock = nullptr;            // null: the real clock
+  Clock* clock = nullptr;                // null: the real clock
 };
 
 // Who makes a call: the session (for grant ownership and cleanup; 0 = the manager
@@ -107,10 +107,10 @@ struct RemoveAllResult {
 };
 
 struct StoreStats {
-  uint64_t objects = 0;        // readable objects
+  uint64_t objects = 0;  // readable objects
   uint64_t pending_allocs = 0;
   uint64_t active_leases = 0;
-  uint64_t zombie_bytes = 0;   // removed but still leased
+  uint64_t zombie_bytes = 0;  // removed but still leased
   uint64_t quarantined_bytes = 0;
   uint64_t evicted_objects = 0;
   uint64_t evicted_bytes = 0;
@@ -166,7 +166,7 @@ class Store {
   Status Release(uint64_t lease_id);
 
   // --- Lookups and removal -------------------------------------------------
-  Status Exist(const Caller& caller, const ObjectRef& ref);  // `exist_key`
+  Status Exist(const Caller& caller, const ObjectRef& ref);              // `exist_key`
   Result<ObjectInfo> Query(const Caller& caller, const ObjectRef& ref);  // `query`
   // Hides the value at once; memory is freed when its leases end. `remove`.
   Status Remove(const Caller& caller, const ObjectRef& ref);
@@ -235,8 +235,7 @@ class Store {
                                           const Caller& caller, uint64_t size,
                                           const PutOptions& options, const Extent& extent);
   Status CommitLocked(Shard& shard, uint64_t alloc_id);
-  Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite,
-                                 const Caller& caller);
+  Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller);
   Status ReleaseLocked(Shard& shard, uint64_t lease_id);
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);

@@ -109,12 +109,12 @@ std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uin
   std::vector<Status> out(ids.size());
   std::vector<uint32_t> order(ids.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return (ids[a] & 0xff) < (ids[b] & 0xff);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return (ids[a] & 0xff) < (ids[b] & 0xff); });
   std::vector<bool> valid(ids.size(), true);
-  ForEachByShard(order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
-                 [&](Shard& shard, uint32_t i) { out[i] = CommitLocked(shard, ids[i]); });
+  ForEachByShard(
+      order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
+      [&](Shard& shard, uint32_t i) { out[i] = CommitLocked(shard, ids[i]); });
   op_stats_.RecordBatch(Op::kBatchUpdateState, Op::kUpdateState, CodesOf(out), caller.rank);
   return out;
 }
@@ -123,12 +123,12 @@ std::vector<Status> Store::BatchRelease(std::span<const uint64_t> ids) {
   std::vector<Status> out(ids.size());
   std::vector<uint32_t> order(ids.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return (ids[a] & 0xff) < (ids[b] & 0xff);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return (ids[a] & 0xff) < (ids[b] & 0xff); });
   std::vector<bool> valid(ids.size(), true);
-  ForEachByShard(order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
-                 [&](Shard& shard, uint32_t i) { out[i] = ReleaseLocked(shard, ids[i]); });
+  ForEachByShard(
+      order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
+      [&](Shard& shard, uint32_t i) { out[i] = ReleaseLocked(shard, ids[i]); });
   return out;
 }
 
@@ -161,11 +161,10 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
   std::vector<bool> valid;
   auto out = KeyedBatch<Result<LeaseGrant>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
-        ForEachByShard(ShardOrder(composites), valid,
-                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-                       [&](Shard& shard, uint32_t i) {
-                         res[i] = LeaseLocked(shard, composites[i], caller);
-                       });
+        ForEachByShard(
+            ShardOrder(composites), valid,
+            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) { res[i] = LeaseLocked(shard, composites[i], caller); });
       });
   op_stats_.RecordBatch(Op::kBatchGet, Op::kGet, CodesOf(out), caller.rank);
   return out;
@@ -175,16 +174,17 @@ std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view ten
                                       std::span<const std::string_view> keys) {
   std::vector<std::string> composites;
   std::vector<bool> valid;
-  auto out = KeyedBatch<Status>(
-      *this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
-        ForEachByShard(ShardOrder(composites), valid,
-                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-                       [&](Shard& shard, uint32_t i) {
-                         auto it = shard.map.find(composites[i]);
-                         if (it == shard.map.end() || !it->second.current) {
-                           res[i] = NotFound("key not found");
-                         }
-                       });
+  auto out =
+      KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
+        ForEachByShard(
+            ShardOrder(composites), valid,
+            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) {
+              auto it = shard.map.find(composites[i]);
+              if (it == shard.map.end() || !it->second.current) {
+                res[i] = NotFound("key not found");
+              }
+            });
       });
   op_stats_.RecordBatch(Op::kBatchExistKey, Op::kExistKey, CodesOf(out), caller.rank);
   return out;
@@ -196,9 +196,10 @@ std::vector<Result<ObjectInfo>> Store::BatchQuery(const Caller& caller, std::str
   std::vector<bool> valid;
   auto out = KeyedBatch<Result<ObjectInfo>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<ObjectInfo>>& res) {
-        ForEachByShard(ShardOrder(composites), valid,
-                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-                       [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
+        ForEachByShard(
+            ShardOrder(composites), valid,
+            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
       });
   op_stats_.RecordBatch(Op::kBatchQuery, Op::kQuery, CodesOf(out), caller.rank);
   return out;
@@ -208,11 +209,12 @@ std::vector<Status> Store::BatchRemove(const Caller& caller, std::string_view te
                                        std::span<const std::string_view> keys) {
   std::vector<std::string> composites;
   std::vector<bool> valid;
-  auto out = KeyedBatch<Status>(
-      *this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
-        ForEachByShard(ShardOrder(composites), valid,
-                       [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-                       [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
+  auto out =
+      KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
+        ForEachByShard(
+            ShardOrder(composites), valid,
+            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
       });
   op_stats_.RecordBatch(Op::kBatchRemove, Op::kRemove, CodesOf(out), caller.rank);
   return out;

@@ -43,8 +43,8 @@ struct LeaseRecord {
 
 struct Store::Shard {
   std::mutex mu;
-  Map map;                                // composite key -> entry
-  std::list<Map::value_type*> lru;        // front = most recent; readable entries only
+  Map map;                          // composite key -> entry
+  std::list<Map::value_type*> lru;  // front = most recent; readable entries only
   std::unordered_map<uint64_t, Map::value_type*> pending;  // alloc id -> entry
   std::unordered_map<uint64_t, LeaseRecord> leases;        // lease id -> record
   std::unordered_map<Blob*, std::unique_ptr<Blob>> zombies;

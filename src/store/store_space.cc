@@ -32,9 +32,15 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
     }
     return *extent;
   }
-  // Full: evict (one evictor at a time) and retry until it fits or nothing is left.
+  // Full: evict just enough for this request (one evictor at a time), oldest
+  // first, and leave the way down to the low watermark to the background thread
+  // so the put that found the pool full does not pay for it.
+  {
+    std::lock_guard<std::mutex> lock(maint_mu_);
+    maint_kick_ = true;
+    maint_cv_.notify_one();
+  }
   std::lock_guard<std::mutex> evict_lock(evict_mu_);
-  const uint64_t low = static_cast<uint64_t>(options_.low_watermark * capacity);
   const uint64_t need = dram_->allocator().ClassSize(size);
   for (;;) {
     if (auto extent = dram_->Allocate(size)) return *extent;
@@ -44,15 +50,15 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
     bool progress = false;
     for (const Victim& v : victims) {
       progress |= EvictVictim(v);
-      // Stop once the request fits and usage is at or below the low watermark.
-      const AllocatorStats st = dram_->Stats();
-      if (st.largest_free >= need && st.allocated <= std::max(low, capacity - need)) break;
+      if (dram_->Stats().largest_free >= need) break;
     }
     if (!progress) break;
   }
   if (auto extent = dram_->Allocate(size)) return *extent;
-  return Status(Code::kNoSpace, "DRAM pool is full and every remaining object is leased or "
-                                "being written (" + std::to_string(size) + " bytes requested)");
+  return Status(Code::kNoSpace,
+                "DRAM pool is full and every remaining object is leased or "
+                "being written (" +
+                    std::to_string(size) + " bytes requested)");
 }
 
 std::vector<Store::Victim> Store::GatherVictims() {
@@ -64,8 +70,8 @@ std::vector<Store::Victim> Store::GatherVictims() {
     bool reaped = false;
     size_t taken = 0;
     size_t scanned = 0;
-    for (auto it = shard.lru.rbegin(); it != shard.lru.rend() && taken < kVictimsPerShard &&
-                                       scanned < kMaxTailScan;
+    for (auto it = shard.lru.rbegin();
+         it != shard.lru.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan;
          ++it, ++scanned) {
       const Entry& e = (*it)->second;
       if (e.current->leases > 0) {

@@ -7,7 +7,6 @@
 // Exit status: 0 success; 1 the key (or one of the keys) was not found; 2 usage
 // error; 3 any other error (the message names the code and cause).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -149,11 +148,12 @@ int main(int argc, char** argv) {
   if (*stat) {
     auto info = c.Query(key, tenant);
     if (!info.ok()) return ExitFor(info.status());
-    std::printf("key:     %s\ntenant:  %s\nsize:    %llu\nmedia:   %s\ngroup:   %s\n"
-                "leases:  %u\n",
-                key.c_str(), tenant.c_str(), static_cast<unsigned long long>(info->size),
-                MediaText(info->media).c_str(), info->group_id.empty() ? "-" : info->group_id.c_str(),
-                info->active_leases);
+    std::printf(
+        "key:     %s\ntenant:  %s\nsize:    %llu\nmedia:   %s\ngroup:   %s\n"
+        "leases:  %u\n",
+        key.c_str(), tenant.c_str(), static_cast<unsigned long long>(info->size),
+        MediaText(info->media).c_str(), info->group_id.empty() ? "-" : info->group_id.c_str(),
+        info->active_leases);
     return 0;
   }
   if (*exists) {

@@ -1,0 +1,113 @@
+#include "protocol/messages.h"
+
+#include <gtest/gtest.h>
+
+namespace tierkv::proto {
+namespace {
+
+TEST(Reader, TruncatedInputFailsWithoutReadingPastTheEnd) {
+  std::string buf;
+  Writer w(&buf);
+  w.Str("tenant");
+  w.U32(1000);  // claims a 1000-byte string that is not there
+  Reader r(buf);
+  EXPECT_EQ(r.Str(), "tenant");
+  EXPECT_EQ(r.Str(), "");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.U64(), 0u);
+  EXPECT_EQ(r.Finish("x").code(), Code::kProtocolError);
+}
+
+TEST(Reader, TrailingBytesAreAnError) {
+  std::string buf;
+  Writer w(&buf);
+  w.U64(1);
+  w.U8(0);
+  Reader r(buf);
+  r.U64();
+  Status st = r.Finish("commit");
+  EXPECT_EQ(st.code(), Code::kProtocolError);
+  EXPECT_NE(st.message().find("trailing"), std::string::npos);
+}
+
+TEST(Reader, CountRefusesAListThatCannotFit) {
+  std::string buf;
+  Writer w(&buf);
+  w.U32(0xFFFFFFFF);  // four billion items in a 4-byte body: a lie
+  Reader r(buf);
+  EXPECT_EQ(r.Count(4), 0u);
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(Messages, BatchKeysRoundTripAndLimit) {
+  BatchKeysRequest req;
+  req.tenant = "t";
+  req.keys = {"a", std::string_view("b\0c", 3), ""};
+  std::string buf;
+  Writer w(&buf);
+  req.Encode(w);
+  BatchKeysRequest got;
+  Reader r(buf);
+  ASSERT_TRUE(got.Decode(r, 10).ok());
+  EXPECT_EQ(got.tenant, "t");
+  ASSERT_EQ(got.keys.size(), 3u);
+  EXPECT_EQ(got.keys[1], std::string_view("b\0c", 3));
+  Reader r2(buf);
+  Status st = got.Decode(r2, 2);
+  EXPECT_EQ(st.code(), Code::kTooLarge);
+}
+
+TEST(Messages, AllocAndPutRoundTrip) {
+  std::string buf;
+  Writer w(&buf);
+  AllocRequest{"default", "key", 4096, "grp", kPutUpsert}.Encode(w);
+  AllocRequest a;
+  Reader r(buf);
+  ASSERT_TRUE(a.Decode(r).ok());
+  EXPECT_EQ(a.key, "key");
+  EXPECT_EQ(a.size, 4096u);
+  EXPECT_EQ(a.group_id, "grp");
+  EXPECT_EQ(a.flags, kPutUpsert);
+
+  buf.clear();
+  PutRequest{"default", "k", "", 0, "value-bytes"}.Encode(w);
+  PutRequest p;
+  Reader r2(buf);
+  ASSERT_TRUE(p.Decode(r2).ok());
+  EXPECT_EQ(p.value, "value-bytes");
+}
+
+TEST(Messages, ObjectInfoAndItemStatusRoundTrip) {
+  std::string buf;
+  Writer w(&buf);
+  ObjectInfo info;
+  info.size = 42;
+  info.group_id = "g";
+  info.media = 2;
+  info.active_leases = 1;
+  EncodeObjectInfo(w, info);
+  w.ItemStatus(Status(Code::kNoSpace, "full"));
+  w.ItemStatus(Status::Ok());
+  Reader r(buf);
+  ObjectInfo got = DecodeObjectInfo(r);
+  EXPECT_EQ(got.size, 42u);
+  EXPECT_EQ(got.group_id, "g");
+  EXPECT_EQ(got.media, 2u);
+  Status st = r.ItemStatus();
+  EXPECT_EQ(st.code(), Code::kNoSpace);
+  EXPECT_EQ(st.message(), "full");
+  EXPECT_TRUE(r.ItemStatus().ok());
+  EXPECT_TRUE(r.done());
+}
+
+TEST(Messages, UnknownItemStatusCodeIsAProtocolError) {
+  std::string buf;
+  Writer w(&buf);
+  w.U16(999);
+  Reader r(buf);
+  EXPECT_EQ(r.ItemStatus().code(), Code::kProtocolError);
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace tierkv::proto

@@ -1,0 +1,96 @@
+#include "server/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace tierkv {
+namespace {
+
+Result<ManagerConfig> Parse(std::vector<std::string> args) {
+  bool exit_now = false;
+  std::string message;
+  return ParseManagerConfig(args, &exit_now, &message);
+}
+
+TEST(Config, EmbeddedDefaults) {
+  auto c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->dram_size, 1ull << 30);
+  EXPECT_EQ(c->server.uds_path, "/tmp/tierkv.sock");
+  EXPECT_EQ(c->server.uds_mode, 0660u);
+  EXPECT_EQ(c->server.tcp_listen, "127.0.0.1:7600");
+  EXPECT_EQ(c->store.lease_ms, 2000);
+  EXPECT_EQ(c->store.max_key_bytes, 1024u);
+  EXPECT_EQ(c->server.max_frame_bytes, c->store.max_object_bytes + (1u << 20));
+}
+
+TEST(Config, SizesTakeUnits) {
+  auto c = Parse({"--dram-size", "4gb", "--max-object-bytes", "512MiB"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->dram_size, 4ull << 30);
+  EXPECT_EQ(c->store.max_object_bytes, 512ull << 20);
+}
+
+TEST(Config, InvalidValuesNameTheOption) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string option;
+  };
+  const Case cases[] = {
+      {{"--dram-size", "lots"}, "--dram-size"},
+      {{"--dram-size", "10kb"}, "--dram-size"},
+      {{"--uds-mode", "999"}, "--uds-mode"},
+      {{"--evict-low-watermark", "0.95"}, "watermark"},
+      {{"--shards", "3"}, "--shards"},
+      {{"--log-level", "loud"}, "--log-level"},
+      {{"--uds-path", "", "--listen", ""}, "--listen"},
+      {{"--max-frame-bytes", "1"}, "--max-frame-bytes"},
+      {{"--lease-ms", "0"}, "--lease-ms"},
+      {{"--no-such-flag"}, "--no-such-flag"},
+      {{"--rank", "minus"}, "--rank"},
+  };
+  for (const Case& c : cases) {
+    auto r = Parse(c.args);
+    ASSERT_FALSE(r.ok()) << c.option;
+    EXPECT_EQ(r.code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.option), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(Config, ReadsATomlFileAndFlagsOverrideIt) {
+  char path[] = "/tmp/tierkv-config-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "dram-size = \"256MiB\"\nlease-ms = 500\nlisten = \"127.0.0.1:9999\"\n";
+  }
+  auto c = Parse({"--config", path, "--lease-ms", "700"});
+  std::remove(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->dram_size, 256ull << 20);
+  EXPECT_EQ(c->server.tcp_listen, "127.0.0.1:9999");
+  EXPECT_EQ(c->store.lease_ms, 700);
+}
+
+TEST(Config, MissingConfigFileIsAnError) {
+  auto c = Parse({"--config", "/nonexistent/tierkv.toml"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("--config"), std::string::npos) << c.status().message();
+}
+
+TEST(Config, HelpAsksToExit) {
+  bool exit_now = false;
+  std::string message;
+  auto c = ParseManagerConfig({"--help"}, &exit_now, &message);
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(exit_now);
+  EXPECT_NE(message.find("--dram-size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tierkv

@@ -1,0 +1,161 @@
+#include "manager_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+namespace tierkv::testing {
+namespace {
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "ManagerProcess: %s\n", msg.c_str());
+  std::abort();
+}
+
+std::vector<char*> Argv(const std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (const auto& a : args) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+int WaitStatus(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+void ReadAll(int fd, std::string* out) {
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out->append(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
+  char tmpl[] = "/tmp/tierkv-it-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) Die("mkdtemp failed");
+  dir_ = tmpl;
+  socket_path_ = dir_ + "/tierkv.sock";
+  auto given = [&](const char* flag) {
+    for (size_t i = 0; i + 1 < extra_args.size(); ++i) {
+      if (extra_args[i] == flag) return extra_args[i + 1];
+    }
+    return std::string("\x01");  // not given
+  };
+  std::vector<std::string> args = {TIERKV_SERVER_BIN, "--log-level", "warn"};
+  if (given("--dram-size") == "\x01") args.insert(args.end(), {"--dram-size", "64MiB"});
+  if (given("--listen") == "\x01") args.insert(args.end(), {"--listen", "127.0.0.1:0"});
+  if (given("--uds-path") == "\x01") {
+    args.insert(args.end(), {"--uds-path", socket_path_});
+  } else {
+    socket_path_ = given("--uds-path");
+  }
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  int out_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) Die("pipe failed");
+  pid_ = fork();
+  if (pid_ < 0) Die("fork failed");
+  if (pid_ == 0) {
+    dup2(out_pipe[1], STDOUT_FILENO);
+    auto argv = Argv(args);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  // Read stdout until both addresses are printed (or 20 s pass).
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (tcp_.empty() || uds_.empty()) {
+    pollfd p{out_pipe[0], POLLIN, 0};
+    if (std::chrono::steady_clock::now() > deadline) Die("manager did not start: " + text);
+    if (poll(&p, 1, 200) <= 0) continue;
+    char buf[512];
+    const ssize_t n = read(out_pipe[0], buf, sizeof(buf));
+    if (n <= 0) Die("manager exited during start: " + text);
+    text.append(buf, static_cast<size_t>(n));
+    for (const char* prefix : {"listening on unix:", "listening on tcp://"}) {
+      const size_t at = text.find(prefix);
+      if (at == std::string::npos) continue;
+      const size_t begin = at + std::strlen("listening on ");
+      const size_t end = text.find_first_of(" \n", begin);
+      if (end == std::string::npos) continue;
+      (prefix[13] == 'u' ? uds_ : tcp_) = text.substr(begin, end - begin);
+    }
+  }
+  // Keep draining stdout so the manager never blocks on a full pipe.
+  const int fd = out_pipe[0];
+  std::thread([fd] {
+    char buf[512];
+    while (read(fd, buf, sizeof(buf)) > 0) {
+    }
+    close(fd);
+  }).detach();
+}
+
+ManagerProcess::~ManagerProcess() {
+  if (pid_ > 0) Stop(SIGKILL);
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+int ManagerProcess::Stop(int sig) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  const int rc = WaitStatus(pid_);
+  pid_ = -1;
+  return rc;
+}
+
+int RunCommand(const std::vector<std::string>& argv, const std::string& input, std::string* out,
+               std::string* err) {
+  char out_name[] = "/tmp/tierkv-cmd-out-XXXXXX";
+  char err_name[] = "/tmp/tierkv-cmd-err-XXXXXX";
+  char in_name[] = "/tmp/tierkv-cmd-in-XXXXXX";
+  const int out_fd = mkstemp(out_name);
+  const int err_fd = mkstemp(err_name);
+  const int in_fd = mkstemp(in_name);
+  (void)!write(in_fd, input.data(), input.size());
+  lseek(in_fd, 0, SEEK_SET);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in_fd, STDIN_FILENO);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    auto a = Argv(argv);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  const int rc = WaitStatus(pid);
+  lseek(out_fd, 0, SEEK_SET);
+  lseek(err_fd, 0, SEEK_SET);
+  out->clear();
+  err->clear();
+  ReadAll(out_fd, out);
+  ReadAll(err_fd, err);
+  for (int fd : {out_fd, err_fd, in_fd}) close(fd);
+  for (const char* n : {out_name, err_name, in_name}) unlink(n);
+  return rc;
+}
+
+int RunServerExpectingFailure(const std::vector<std::string>& args, std::string* err) {
+  std::vector<std::string> argv = {TIERKV_SERVER_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out;
+  return RunCommand(argv, "", &out, err);
+}
+
+}  // namespace tierkv::testing

@@ -1,0 +1,92 @@
+// RawConn: a hand-driven protocol connection for tests that send frames a real
+// client never would.
+#ifndef TIERKV_TESTS_RAW_CONN_H_
+#define TIERKV_TESTS_RAW_CONN_H_
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "protocol/codec.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+#include "protocol/socket_io.h"
+
+namespace tierkv::testing {
+
+struct RawReply {
+  proto::FrameHeader header;
+  std::string body;
+  Code code() const { return static_cast<Code>(header.status); }
+  std::string message() const {
+    proto::Reader r(body);
+    return std::string(r.Str());
+  }
+};
+
+class RawConn {
+ public:
+  explicit RawConn(const std::string& address) {
+    auto fd = proto::Connect(*proto::ParseAddress(address));
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    fd_ = fd.ok() ? *fd : -1;
+  }
+  ~RawConn() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int fd() const { return fd_; }
+
+  void SendBytes(std::string_view bytes) {
+    ASSERT_TRUE(proto::WriteFull(fd_, bytes.data(), bytes.size(), 5000).ok());
+  }
+  void Send(proto::Opcode op, std::string_view body, uint64_t id = 1) {
+    proto::FrameHeader h;
+    h.opcode = static_cast<uint16_t>(op);
+    h.request_id = id;
+    std::string frame;
+    proto::AppendFrame(&frame, h, body);
+    SendBytes(frame);
+  }
+  // Reads one frame; the fd passed with a hello reply is closed.
+  bool Read(RawReply* out) {
+    uint8_t hdr[proto::kHeaderSize];
+    int passed = -1;
+    if (!proto::ReadWithFd(fd_, hdr, sizeof(hdr), &passed).ok()) return false;
+    if (passed >= 0) close(passed);
+    out->header = proto::DecodeHeader(hdr);
+    out->body.resize(out->header.body_len);
+    return out->header.body_len == 0 ||
+           proto::ReadFull(fd_, out->body.data(), out->body.size(), 5000).ok();
+  }
+  RawReply Call(proto::Opcode op, std::string_view body, uint64_t id = 1) {
+    Send(op, body, id);
+    RawReply r;
+    EXPECT_TRUE(Read(&r));
+    EXPECT_EQ(r.header.request_id, id);
+    return r;
+  }
+  // True when the manager has closed the connection (EOF within `ms`).
+  bool ClosedWithin(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, ms) <= 0) return false;
+    char c;
+    return recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+inline std::string KeyBody(std::string_view tenant, std::string_view key) {
+  std::string body;
+  proto::Writer w(&body);
+  proto::KeyRequest{tenant, key}.Encode(w);
+  return body;
+}
+
+}  // namespace tierkv::testing
+
+#endif  // TIERKV_TESTS_RAW_CONN_H_
