@@ -56,7 +56,8 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
     }
     return std::string("\x01");  // not given
   };
-  std::vector<std::string> args = {TIERKV_SERVER_BIN, "--log-level", "warn"};
+  std::vector<std::string> args = {TIERKV_SERVER_BIN};
+  if (given("--log-level") == "\x01") args.insert(args.end(), {"--log-level", "warn"});
   if (given("--dram-size") == "\x01") args.insert(args.end(), {"--dram-size", "64MiB"});
   if (given("--listen") == "\x01") args.insert(args.end(), {"--listen", "127.0.0.1:0"});
   if (given("--uds-path") == "\x01") {

@@ -3,9 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "common/prefault.h"
 #include "protocol/codec.h"
 
 namespace tierkv {
@@ -22,6 +24,7 @@ void Connection::Close() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   broken_ = true;
+  posted_.clear();
 }
 
 Status Connection::Open() {
@@ -49,55 +52,89 @@ Status Connection::Call(proto::Opcode op, std::string_view body, std::string* re
   return Exchange(op, body, reply, /*hello=*/false);
 }
 
-Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string* reply,
-                            bool hello) {
+Status Connection::Post(proto::Opcode op, std::string_view body) {
+  if (broken_) return Status(Code::kUnavailable, "not connected");
+  uint64_t id = 0;
+  if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
+  posted_.push_back(id);
+  return Status::Ok();
+}
+
+Status Connection::SendFrame(proto::Opcode op, std::string_view body, uint64_t* request_id) {
   proto::FrameHeader h;
   h.opcode = static_cast<uint16_t>(op);
   h.request_id = next_request_++;
+  *request_id = h.request_id;
   frame_.clear();
   proto::AppendFrame(&frame_, h, body);
-  auto fail = [this](Status st) {
+  Status st = proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms);
+  if (!st.ok()) {
+    Close();
+    return Status(Code::kUnavailable, "lost the connection to " + address_.ToString() + " (" +
+                                          st.message() + "); the next call reconnects");
+  }
+  return Status::Ok();
+}
+
+Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd) {
+  uint8_t hdr[proto::kHeaderSize];
+  *fd = -1;
+  Status st =
+      with_fd ? proto::ReadWithFd(fd_, hdr, sizeof(hdr), fd)
+              : proto::ReadFull(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, options_.spin_us);
+  if (st.ok()) {
+    *header = proto::DecodeHeader(hdr);
+    st = proto::CheckHeader(*header, UINT32_MAX);
+  }
+  if (st.ok()) {
+    body->resize(header->body_len);
+    if (header->body_len > 0) {
+      st = proto::ReadFull(fd_, body->data(), header->body_len, options_.io_timeout_ms);
+    }
+  }
+  if (!st.ok()) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
     Close();
     if (st.code() == Code::kUnavailable || st.code() == Code::kIoError) {
       return Status(Code::kUnavailable, "lost the connection to " + address_.ToString() + " (" +
                                             st.message() + "); the next call reconnects");
     }
     return st;
-  };
-  if (Status st = proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms);
-      !st.ok()) {
-    return fail(st);
   }
-  uint8_t hdr[proto::kHeaderSize];
+  if (header->opcode == static_cast<uint16_t>(proto::Opcode::kFatal)) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    proto::Reader r(*body);
+    const std::string msg(r.Str());
+    Close();
+    return Status(static_cast<Code>(std::min<uint16_t>(header->status, kMaxCode)),
+                  "manager closed the connection: " + msg);
+  }
+  return Status::Ok();
+}
+
+Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string* reply,
+                            bool hello) {
+  uint64_t id = 0;
+  if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
+  proto::FrameHeader rh;
   int received_fd = -1;
-  Status st = hello && address_.kind == proto::Address::Kind::kUnix
-                  ? proto::ReadWithFd(fd_, hdr, sizeof(hdr), &received_fd)
-                  : proto::ReadFull(fd_, hdr, sizeof(hdr), options_.io_timeout_ms);
-  if (!st.ok()) return fail(st);
-  const proto::FrameHeader rh = proto::DecodeHeader(hdr);
-  if (Status hs = proto::CheckHeader(rh, UINT32_MAX); !hs.ok()) {
-    if (received_fd >= 0) close(received_fd);
-    return fail(hs);
-  }
-  reply->resize(rh.body_len);
-  if (rh.body_len > 0) {
-    st = proto::ReadFull(fd_, reply->data(), rh.body_len, options_.io_timeout_ms);
-    if (!st.ok()) {
-      if (received_fd >= 0) close(received_fd);
-      return fail(st);
+  // Replies to posted requests come first; they are read and dropped.
+  for (uint64_t posted : posted_) {
+    if (Status st = ReadReply(&rh, &scratch_, false, &received_fd); !st.ok()) return st;
+    if (rh.request_id != posted) {
+      Close();
+      return Status(Code::kProtocolError, "reply out of order (request id mismatch)");
     }
   }
-  const bool fatal = rh.opcode == static_cast<uint16_t>(proto::Opcode::kFatal);
-  if (fatal || rh.request_id != h.request_id || (rh.flags & proto::kFlagResponse) == 0 ||
-      rh.status > kMaxCode) {
+  posted_.clear();
+  const bool with_fd = hello && address_.kind == proto::Address::Kind::kUnix;
+  if (Status st = ReadReply(&rh, reply, with_fd, &received_fd); !st.ok()) return st;
+  if (rh.request_id != id || (rh.flags & proto::kFlagResponse) == 0 || rh.status > kMaxCode) {
     if (received_fd >= 0) close(received_fd);
-    proto::Reader r(*reply);
-    std::string msg(r.Str());
-    if (!fatal) msg = "reply does not match the request (id or flags)";
     Close();
-    return Status(
-        fatal ? static_cast<Code>(std::min<uint16_t>(rh.status, kMaxCode)) : Code::kProtocolError,
-        "manager closed the connection: " + msg);
+    return Status(Code::kProtocolError, "reply does not match the request (id, flags or status)");
   }
   if (rh.status != 0) {
     if (received_fd >= 0) close(received_fd);
@@ -111,13 +148,14 @@ Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string
     return ds;
   }
   if (hello_.shm && received_fd >= 0) {
-    void* base = mmap(nullptr, hello_.pool_size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | (options_.prefault_pool ? MAP_POPULATE : 0), received_fd, 0);
+    void* base =
+        mmap(nullptr, hello_.pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, received_fd, 0);
     const int err = errno;
     close(received_fd);
     if (base == MAP_FAILED) {
       return Status(Code::kIoError, std::string("mmap of the manager's pool: ") + strerror(err));
     }
+    if (options_.prefault_pool) PrefaultWritable(base, hello_.pool_size);
     pool_ = static_cast<uint8_t*>(base);
     pool_size_ = hello_.pool_size;
   } else if (received_fd >= 0) {

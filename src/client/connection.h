@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/frame.h"
 #include "protocol/messages.h"
@@ -29,6 +30,10 @@ class Connection {
   // Sends one request and waits for its reply. On OK `reply` holds the reply
   // body; a non-OK reply status is returned with the manager's message.
   Status Call(proto::Opcode op, std::string_view body, std::string* reply);
+  // Sends one request without waiting; its reply is read and dropped before
+  // the next call's reply (replies come in request order). For releases whose
+  // outcome the client already knows.
+  Status Post(proto::Opcode op, std::string_view body);
 
   bool shared_memory() const { return pool_ != nullptr; }
   uint8_t* pool() const { return pool_; }
@@ -38,12 +43,18 @@ class Connection {
  private:
   void Close();
   Status Exchange(proto::Opcode op, std::string_view body, std::string* reply, bool hello);
+  Status SendFrame(proto::Opcode op, std::string_view body, uint64_t* request_id);
+  // Reads one reply frame into *header / *body (and a passed descriptor when
+  // `with_fd`). Transport errors close the connection.
+  Status ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd);
 
   const proto::Address address_;
   const ClientOptions options_;
   int fd_ = -1;
   bool broken_ = true;
   uint64_t next_request_ = 1;
+  std::vector<uint64_t> posted_;  // request ids whose replies are still unread
+  std::string scratch_;
   uint8_t* pool_ = nullptr;
   uint64_t pool_size_ = 0;
   proto::HelloReply hello_;

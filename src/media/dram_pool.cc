@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "common/prefault.h"
+
 namespace tierkv {
 
 Result<std::unique_ptr<DramPool>> DramPool::Create(uint64_t capacity) {
@@ -19,12 +21,14 @@ Result<std::unique_ptr<DramPool>> DramPool::Create(uint64_t capacity) {
     close(fd);
     return Status(Code::kIoError, std::string("ftruncate of the DRAM pool: ") + std::strerror(err));
   }
-  void* base = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* base = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     const int err = errno;
     close(fd);
     return Status(Code::kIoError, std::string("mmap of the DRAM pool: ") + std::strerror(err));
   }
+  // Allocates the pool's pages now, so puts never pay for page faults.
+  PrefaultWritable(base, capacity);
   return std::unique_ptr<DramPool>(new DramPool(fd, static_cast<uint8_t*>(base), capacity));
 }
 

@@ -5,12 +5,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 
 namespace tierkv::proto {
@@ -83,9 +85,24 @@ Result<Address> ParseAddress(std::string_view text) {
   return a;
 }
 
-Status ReadFull(int fd, void* buf, size_t n, int timeout_ms) {
+Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
   auto* p = static_cast<uint8_t*>(buf);
   size_t done = 0;
+  if (spin_us > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+    while (done < n) {
+      const ssize_t r = recv(fd, p + done, n - done, MSG_DONTWAIT);
+      if (r > 0) {
+        done += static_cast<size_t>(r);
+      } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        break;  // end of stream or an error: the blocking path reports it
+      } else if (std::chrono::steady_clock::now() > until) {
+        break;
+      } else {
+        sched_yield();  // let a thread that shares this core (maybe the peer) run
+      }
+    }
+  }
   while (done < n) {
     if (timeout_ms >= 0) {
       if (Status st = WaitReady(fd, POLLIN, timeout_ms, "read"); !st.ok()) return st;

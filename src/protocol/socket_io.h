@@ -29,7 +29,12 @@ Result<Address> ParseAddress(std::string_view text);
 // Reads exactly `n` bytes. `timeout_ms` < 0 waits forever; otherwise a stall of
 // that long between bytes fails with IO_ERROR. A clean end of stream before the
 // first byte is UNAVAILABLE ("connection closed"); in the middle, IO_ERROR.
-Status ReadFull(int fd, void* buf, size_t n, int timeout_ms);
+//
+// `spin_us` > 0 first polls the socket without sleeping for up to that many
+// microseconds. On virtual machines waking a sleeping thread costs tens of
+// microseconds, more than a whole request; a short spin while the peer is
+// expected to answer avoids it.
+Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0);
 
 // Writes all `n` bytes (MSG_NOSIGNAL); same timeout rule as ReadFull.
 Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms);

@@ -68,6 +68,9 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
   }
   if (c.server.max_batch == 0) return InvalidArgument("--max-batch must be positive");
   if (c.server.max_connections == 0) return InvalidArgument("--max-connections must be positive");
+  if (c.server.spin_us < 0 || c.server.spin_us > 1000000) {
+    return InvalidArgument("--spin-us must be between 0 and 1000000");
+  }
   if (c.server.io_timeout_ms <= 0) return InvalidArgument("--io-timeout-ms must be positive");
   if (c.store.lease_ms <= 0) return InvalidArgument("--lease-ms must be positive");
   if (c.store.alloc_timeout_ms <= 0) return InvalidArgument("--alloc-timeout-ms must be positive");
@@ -112,6 +115,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "largest request frame accepted (0 = max-object-bytes + 1 MiB)");
   app.add_option("--max-batch", c.server.max_batch, "most items in one batch call");
   app.add_option("--max-connections", c.server.max_connections, "most client connections");
+  app.add_option("--spin-us", c.server.spin_us,
+                 "most a busy connection is polled for its next request before sleeping; "
+                 "adaptive, only for clients whose requests come that fast (0 = never)");
   app.add_option("--io-timeout-ms", c.server.io_timeout_ms,
                  "drop a client that stalls this long in the middle of a frame");
   app.add_option("--evict-high-watermark", c.store.high_watermark,

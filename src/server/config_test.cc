@@ -77,6 +77,22 @@ TEST(Config, ReadsATomlFileAndFlagsOverrideIt) {
   EXPECT_EQ(c->store.lease_ms, 700);
 }
 
+TEST(Config, ExampleConfigFileMatchesTheEmbeddedDefaults) {
+  auto c = Parse({"--config", TIERKV_SOURCE_DIR "/deploy/tierkv.toml"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const ManagerConfig d = DefaultManagerConfig();
+  EXPECT_EQ(c->dram_size, d.dram_size);
+  EXPECT_EQ(c->server.uds_path, d.server.uds_path);
+  EXPECT_EQ(c->server.uds_mode, d.server.uds_mode);
+  EXPECT_EQ(c->server.tcp_listen, d.server.tcp_listen);
+  EXPECT_EQ(c->store.max_object_bytes, d.store.max_object_bytes);
+  EXPECT_EQ(c->store.lease_ms, d.store.lease_ms);
+  EXPECT_EQ(c->store.alloc_timeout_ms, d.store.alloc_timeout_ms);
+  EXPECT_EQ(c->store.shards, d.store.shards);
+  EXPECT_EQ(c->server.max_batch, d.server.max_batch);
+  EXPECT_EQ(c->server.max_connections, d.server.max_connections);
+}
+
 TEST(Config, MissingConfigFileIsAnError) {
   auto c = Parse({"--config", "/nonexistent/tierkv.toml"});
   ASSERT_FALSE(c.ok());

@@ -39,6 +39,7 @@ struct ServerOptions {
   uint32_t max_batch = 4096;             // most items in one batch call
   uint32_t max_connections = 1024;
   int io_timeout_ms = 30000;  // a peer stalled mid-frame (either way) is dropped
+  int spin_us = 400;          // most a busy client's connection is polled before sleeping
 };
 
 struct ServerStats {

@@ -3,6 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "protocol/codec.h"
@@ -31,7 +33,16 @@ void Session::Run() {
   const ServerOptions& opt = server_->options();
   for (;;) {
     uint8_t hdr[proto::kHeaderSize];
-    if (!proto::ReadFull(fd_, hdr, sizeof(hdr), -1).ok()) return;  // closed or shut down
+    // Adaptive spin: a client in a tight loop (its gaps between requests are
+    // shorter than --spin-us) is polled for that long; an idle one is not.
+    const int spin = gap_ewma_us_ < opt.spin_us ? std::min(opt.spin_us, 2 * gap_ewma_us_ + 20) : 0;
+    const auto wait_start = std::chrono::steady_clock::now();
+    if (!proto::ReadFull(fd_, hdr, sizeof(hdr), -1, spin).ok()) return;  // closed or shut down
+    const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - wait_start)
+                         .count();
+    gap_ewma_us_ = static_cast<int>(
+        (3 * static_cast<int64_t>(gap_ewma_us_) + std::min<int64_t>(gap, 1'000'000)) / 4);
     const proto::FrameHeader h = proto::DecodeHeader(hdr);
     if (Status st = proto::CheckHeader(h, opt.max_frame_bytes); !st.ok()) {
       server_->CountProtocolError();

@@ -70,6 +70,7 @@ class Session {
   std::string body_;   // request body buffer, reused
   std::string reply_;  // reply frame buffer, reused
   size_t reply_body_start_ = 0;
+  int gap_ewma_us_ = 0;  // smoothed wait for the next request, for adaptive spinning
   std::unordered_set<uint64_t> allocs_;
   std::unordered_set<uint64_t> leases_;
 };

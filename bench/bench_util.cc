@@ -1,0 +1,69 @@
+#include "bench_util.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+namespace tierkv::bench {
+
+double Series::PercentileUs(double p) const {
+  if (latencies.empty()) return 0;
+  std::vector<double> v = latencies;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * v.size()));
+  std::nth_element(v.begin(), v.begin() + i, v.end());
+  return v[i] * 1e6;
+}
+
+std::string SizeName(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  if (bytes >= 1024 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "KiB";
+  return std::to_string(bytes) + "B";
+}
+
+void PrintTable(const std::vector<Series>& series) {
+  std::printf("%-34s %8s %4s %10s %12s %9s %11s %11s\n", "series", "size", "thr", "ops", "ops/s",
+              "GB/s", "p50 us", "p99 us");
+  for (const Series& s : series) {
+    std::printf("%-34s %8s %4d %10llu %12.0f %9.2f %11.1f %11.1f\n", s.name.c_str(),
+                SizeName(s.object_bytes).c_str(), s.threads, static_cast<unsigned long long>(s.ops),
+                s.OpsPerSec(), s.GBps(), s.PercentileUs(50), s.PercentileUs(99));
+  }
+}
+
+void PrintRatios(const std::vector<Ratio>& ratios) {
+  std::printf("\n%-52s %8s %8s %6s\n", "ratio (same run)", "value", "target", "met");
+  for (const Ratio& r : ratios) {
+    if (r.target > 0) {
+      std::printf("%-52s %8.2f %8.2f %6s\n", r.name.c_str(), r.value, r.target,
+                  r.value >= r.target ? "yes" : "NO");
+    } else {
+      std::printf("%-52s %8.2f %8s %6s\n", r.name.c_str(), r.value, "-", "-");
+    }
+  }
+}
+
+bool WriteJson(const std::string& path, const std::vector<Series>& series,
+               const std::vector<Ratio>& ratios) {
+  std::ofstream out(path);
+  if (!out) return false;
+  out << "{\n  \"series\": [\n";
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    out << "    {\"name\": \"" << s.name << "\", \"object_bytes\": " << s.object_bytes
+        << ", \"threads\": " << s.threads << ", \"ops\": " << s.ops
+        << ", \"seconds\": " << s.seconds << ", \"ops_per_sec\": " << s.OpsPerSec()
+        << ", \"gb_per_sec\": " << s.GBps() << ", \"p50_us\": " << s.PercentileUs(50)
+        << ", \"p99_us\": " << s.PercentileUs(99) << "}" << (i + 1 < series.size() ? "," : "")
+        << "\n";
+  }
+  out << "  ],\n  \"ratios\": [\n";
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    out << "    {\"name\": \"" << ratios[i].name << "\", \"value\": " << ratios[i].value
+        << ", \"target\": " << ratios[i].target << "}" << (i + 1 < ratios.size() ? "," : "")
+        << "\n";
+  }
+  out << "  ]\n}\n";
+  return static_cast<bool>(out);
+}
+
+}  // namespace tierkv::bench

@@ -1,0 +1,49 @@
+// Small helpers for the benchmark driver: timing, percentiles, a table printer
+// and a JSON writer (flat, no dependency).
+#ifndef TIERKV_BENCH_BENCH_UTIL_H_
+#define TIERKV_BENCH_BENCH_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tierkv::bench {
+
+inline double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One measured series: per-op latencies (seconds) and totals.
+struct Series {
+  Series(std::string n, uint64_t size, int thr)
+      : name(std::move(n)), object_bytes(size), threads(thr) {}
+  std::string name;  // "tierkv uds put"
+  uint64_t object_bytes = 0;
+  int threads = 1;
+  uint64_t ops = 0;
+  double seconds = 0;  // wall time of the whole series
+  std::vector<double> latencies;
+  double GBps() const { return seconds > 0 ? ops * double(object_bytes) / seconds / 1e9 : 0; }
+  double OpsPerSec() const { return seconds > 0 ? ops / seconds : 0; }
+  double PercentileUs(double p) const;  // p in [0, 100]
+};
+
+struct Ratio {
+  std::string name;  // "uds get 1MiB vs memcpy"
+  double value = 0;
+  double target = 0;  // 0: informational
+};
+
+// Prints the series as an aligned table.
+void PrintTable(const std::vector<Series>& series);
+void PrintRatios(const std::vector<Ratio>& ratios);
+// Writes {"series": [...], "ratios": [...]} to `path`; false on I/O error.
+bool WriteJson(const std::string& path, const std::vector<Series>& series,
+               const std::vector<Ratio>& ratios);
+
+std::string SizeName(uint64_t bytes);  // "4KiB", "1MiB"
+
+}  // namespace tierkv::bench
+
+#endif  // TIERKV_BENCH_BENCH_UTIL_H_
