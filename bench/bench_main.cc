@@ -34,6 +34,11 @@ constexpr uint64_t kSlab = 256 * kMiB;  // rotating source / destination area pe
 struct Options {
   std::string json = "bench/results/latest.json";
   bool quick = false;
+  // --client-only ADDRESS: measure only 1-thread put/get of --size bytes against
+  // a running manager and print the two series as JSON (for bench/python_bench.py).
+  std::string client_only;
+  uint64_t size = 1 << 20;
+  uint64_t count = 512;
 };
 
 // A large, pre-faulted buffer whose slots rotate so copies miss the cache.
@@ -191,7 +196,19 @@ const Series* Find(const std::vector<Series>& all, const std::string& name, uint
   return nullptr;
 }
 
+int ClientOnly(const Options& opt) {
+  std::vector<Series> series;
+  RunTierkv(opt.client_only, "client", opt.size, opt.count, 1, &series);
+  if (series.size() != 2) return 1;
+  std::printf(
+      "{\"put_gbps\": %.4f, \"get_gbps\": %.4f, \"put_p50_us\": %.1f, "
+      "\"get_p50_us\": %.1f}\n",
+      series[0].GBps(), series[1].GBps(), series[0].PercentileUs(50), series[1].PercentileUs(50));
+  return 0;
+}
+
 int Main(const Options& opt) {
+  if (!opt.client_only.empty()) return ClientOnly(opt);
   std::vector<Series> series;
   std::vector<Ratio> ratios;
   const std::vector<uint64_t> sizes = {4 * kKiB, 64 * kKiB, kMiB, 4 * kMiB};
@@ -285,8 +302,16 @@ int main(int argc, char** argv) {
       opt.json = argv[++i];
     } else if (a == "--quick") {
       opt.quick = true;
+    } else if (a == "--client-only" && i + 1 < argc) {
+      opt.client_only = argv[++i];
+    } else if (a == "--size" && i + 1 < argc) {
+      opt.size = std::stoull(argv[++i]);
+    } else if (a == "--count" && i + 1 < argc) {
+      opt.count = std::stoull(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: tierkv_bench [--json PATH] [--quick]\n");
+      std::fprintf(stderr,
+                   "usage: tierkv_bench [--json PATH] [--quick]\n"
+                   "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N]\n");
       return 2;
     }
   }

@@ -8,6 +8,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libhiredis-dev
   redis-server redis-tools
+  python3 python3-dev pybind11-dev python3-pytest python3-numpy
 )
 
 missing=()

@@ -1,0 +1,167 @@
+"""Every call of tierkv.Client against a real manager, over UDS and TCP."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import tierkv
+
+
+def test_transport(client):
+    assert client.shared_memory == client.address.startswith("unix:")
+    assert "open" in repr(client)
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview", "numpy"])
+def test_put_and_get_every_buffer_kind(client, kind):
+    raw = bytes(range(256)) * 4096  # 1 MiB
+    value = {"bytes": raw, "bytearray": bytearray(raw), "memoryview": memoryview(raw),
+             "numpy": np.frombuffer(raw, dtype=np.uint8).copy()}[kind]
+    client.put("k", value)
+    assert client.get("k") == raw
+    for target in (bytearray(len(raw)), np.zeros(len(raw), dtype=np.uint8)):
+        assert client.get_into("k", target) == len(raw)
+        assert bytes(target) == raw
+    mv = memoryview(bytearray(len(raw) + 10))
+    assert client.get_into("k", mv) == len(raw)
+    assert bytes(mv[: len(raw)]) == raw
+
+
+def test_raw_addresses(client):
+    src = np.arange(100000, dtype=np.uint8)
+    client.put_from("raw", src.ctypes.data, src.nbytes)
+    dst = np.zeros(100000, dtype=np.uint8)
+    assert client.get_into("raw", dst.ctypes.data, dst.nbytes) == src.nbytes
+    assert np.array_equal(src, dst)
+    with pytest.raises(ValueError):
+        client.put_from("raw2", src.ctypes.data)  # an address needs a length
+    buf = ctypes.create_string_buffer(b"abc", 3)
+    client.put_from("ct", buf)
+    assert client.get("ct") == b"abc"
+
+
+def test_numpy_float_tensors_round_trip(client):
+    block = np.random.default_rng(1).standard_normal((16, 128), dtype=np.float32)
+    client.put("tensor", block)
+    out = np.empty_like(block)
+    assert client.get_into("tensor", out) == block.nbytes
+    assert np.array_equal(out, block)
+    with pytest.raises((ValueError, BufferError)):  # numpy refuses a contiguous view
+        client.put("strided", block[:, ::2])
+
+
+def test_misses_and_errors(client):
+    assert client.get("missing") is None
+    assert client.get_into("missing", bytearray(10)) is None
+    assert client.exists("missing") is False
+    with pytest.raises(tierkv.NotFound):
+        client.query("missing")
+    with pytest.raises(KeyError):  # NotFound is a KeyError
+        client.remove("missing")
+    client.put("k", b"v")
+    with pytest.raises(tierkv.Duplicated) as e:
+        client.put("k", b"w")
+    assert e.value.code == 2 and e.value.name == "DUPLICATED"
+    assert "already exists" in str(e.value)
+    with pytest.raises(tierkv.InvalidArgument):
+        client.put("", b"v")
+    with pytest.raises(ValueError):  # InvalidArgument and TooLarge are ValueErrors
+        client.put("x" * 5000, b"v")
+    with pytest.raises(tierkv.TooLarge):
+        client.get_into("k", bytearray(0))
+    with pytest.raises(TypeError):
+        client.put(123, b"v")
+    with pytest.raises(BufferError):
+        client.get_into("k", b"immutable")
+
+
+def test_upsert_query_remove(client):
+    client.put("k", b"one", group_id="g1")
+    client.upsert("k", b"three")
+    assert client.get("k") == b"three"
+    info = client.query("k")
+    assert info["size"] == 5
+    assert info["media"] == ["dram"]
+    assert info["active_leases"] == 0
+    client.remove("k")
+    assert not client.exists("k")
+
+
+def test_binary_and_unicode_keys(client):
+    client.put(b"\x00\xffbin", b"1")
+    client.put("ключ/🔑", b"2")
+    assert client.get(b"\x00\xffbin") == b"1"
+    assert client.get("ключ/🔑".encode()) == b"2"
+    assert sorted(client.list_keys(), key=str) == sorted([b"\x00\xffbin", "ключ/🔑"], key=str)
+
+
+def test_batches_with_mixed_outcomes(client):
+    client.put("exists", b"old")
+    st = client.batch_put([("a", b"A"), ("exists", b"new"), ("", b"x"), ("b", b"B", "grp")])
+    assert [s.ok for s in st] == [True, False, False, True]
+    assert st[1].name == "DUPLICATED" and not st[1]
+    assert st[2].code == tierkv.InvalidArgument.code
+    assert client.batch_get(["a", "nope", "b", "exists"]) == [b"A", None, b"B", b"old"]
+    assert client.batch_exists(["a", "nope"]) == [True, False]
+    q = client.batch_query(["b", "nope"])
+    assert q[0]["group_id"] == "grp" and q[1] is None
+    targets = [bytearray(1), np.zeros(4, dtype=np.uint8), bytearray(1)]
+    st = client.batch_get_into(["a", "exists", "nope"], targets)
+    assert st[0].ok and st[0].size == 1 and targets[0] == b"A"
+    assert st[1].ok and st[1].size == 3 and bytes(targets[1][:3]) == b"old"
+    assert st[2].name == "NOT_FOUND"
+    src = np.frombuffer(b"RAWDATA", dtype=np.uint8)
+    st = client.batch_put_from([("r1", src.ctypes.data, src.nbytes), ("r2", b"buf")])
+    assert all(st)
+    assert client.batch_get(["r1", "r2"]) == [b"RAWDATA", b"buf"]
+    st = client.batch_remove(["a", "nope"])
+    assert st[0].ok and st[1].name == "NOT_FOUND"
+    with pytest.raises(tierkv.InvalidArgument):
+        client.batch_get(["ok-key", ""])  # a real error raises
+
+
+def test_list_keys_and_remove_all(client):
+    for k in ("p/1", "p/2", "q/1"):
+        client.put(k, b"v")
+    assert client.list_keys() == ["p/1", "p/2", "q/1"]
+    assert client.list_keys("p/") == ["p/1", "p/2"]
+    assert client.list_keys(limit=1) == ["p/1"]
+    r = client.remove_all()
+    assert r == {"removed": 3, "skipped": 0, "cleared": True}
+    assert client.list_keys() == []
+
+
+def test_tenants(client, manager):
+    other = tierkv.Client(manager.uds, tenant=client.tenant + "-other")
+    client.put("k", b"mine")
+    assert other.get("k") is None
+    assert other.get("k", tenant=client.tenant) == b"mine"
+    other.put("k", b"theirs")
+    assert client.get("k") == b"mine"
+    other.remove_all()
+    other.close()
+
+
+def test_context_manager_and_close(manager):
+    with tierkv.Client(manager.uds) as c:
+        assert not c.closed
+    assert c.closed
+    with pytest.raises(tierkv.Unavailable):
+        c.get("k")
+
+
+def test_connect_failure_is_unavailable():
+    with pytest.raises(tierkv.Unavailable):
+        tierkv.Client("unix:/nonexistent/tierkv.sock")
+    with pytest.raises(tierkv.InvalidArgument):
+        tierkv.Client("not an address")
+
+
+def test_every_error_class_maps_its_code():
+    for code, cls in tierkv.BY_CODE.items():
+        e = tierkv.errors.from_code(code, cls.name, "why")
+        assert type(e) is cls and e.code == code and isinstance(e, tierkv.TierkvError)
+        assert str(e) == f"{cls.name}: why"

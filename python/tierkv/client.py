@@ -1,0 +1,147 @@
+"""The tierkv client.
+
+Thread safety: one ``Client`` may be shared by threads; its calls are
+serialised on one connection (the GIL is released while a call waits or
+copies). For parallel transfers give each thread its own ``Client``. A client
+must not be used across ``fork()``: each process opens its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence, Union
+
+from . import _tierkv
+
+Key = Union[str, bytes]
+Buffer = Any  # bytes, bytearray, memoryview, numpy array: any C-contiguous buffer
+
+
+class Client:
+    """A connection to a tierkv manager.
+
+    ``address`` is ``"unix:/path/to.sock"`` (same host: values move through the
+    manager's shared memory with one copy) or ``"tcp://host:port"``. ``tenant``
+    is the namespace of calls that name none. ``rank`` is the engine's device
+    rank, used to label the manager's per-rank metrics.
+
+    Raises :class:`tierkv.Unavailable` when nobody listens at ``address``.
+    """
+
+    def __init__(self, address: str, tenant: str = "default", *, rank: int = 0,
+                 timeout_ms: int = 30000, client_name: str = "python"):
+        self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name)
+        self.address = address
+
+    # -- lifecycle ----------------------------------------------------------
+    def close(self) -> None:
+        """Closes the connection; later calls raise :class:`tierkv.Unavailable`."""
+        self._c.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._c.closed
+
+    @property
+    def shared_memory(self) -> bool:
+        """True when connected over a Unix socket with the pool mapped."""
+        return self._c.shared_memory
+
+    @property
+    def tenant(self) -> str:
+        return self._c.tenant
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"tierkv.Client({self.address!r}, tenant={self.tenant!r}, {state})"
+
+    # -- writes -------------------------------------------------------------
+    def put(self, key: Key, value: Buffer, *, group_id: str | None = None,
+            tenant: str | None = None) -> None:
+        """Stores a new object. Raises :class:`tierkv.Duplicated` if the key exists."""
+        self._c.put(key, value, group_id, tenant, False)
+
+    def upsert(self, key: Key, value: Buffer, *, group_id: str | None = None,
+               tenant: str | None = None) -> None:
+        """Stores or replaces an object."""
+        self._c.put(key, value, group_id, tenant, True)
+
+    def put_from(self, key: Key, source: Buffer | int, length: int | None = None, *,
+                 group_id: str | None = None, tenant: str | None = None,
+                 upsert: bool = False) -> None:
+        """Stores ``length`` bytes from a buffer, or from a raw address (an int)
+        of memory the caller owns, copying them once into the manager's pool."""
+        self._c.put_from(key, source, length, group_id, tenant, upsert)
+
+    def batch_put(self, items: Iterable[tuple], *, tenant: str | None = None,
+                  upsert: bool = False) -> list[_tierkv.Status]:
+        """Stores ``(key, value)`` or ``(key, value, group_id)`` items in one round
+        trip per chunk. Returns one :class:`tierkv.Status` per item (truthy when OK)."""
+        return self._c.batch_put(list(items), tenant, upsert)
+
+    def batch_put_from(self, items: Iterable[tuple], *, tenant: str | None = None,
+                       upsert: bool = False) -> list[_tierkv.Status]:
+        """Like :meth:`batch_put` with ``(key, buffer)`` or ``(key, address, length)`` items."""
+        return self._c.batch_put_from(list(items), tenant, upsert)
+
+    # -- reads --------------------------------------------------------------
+    def get(self, key: Key, *, tenant: str | None = None) -> bytes | None:
+        """The value as ``bytes``, or ``None`` when the key is not stored."""
+        return self._c.get(key, tenant)
+
+    def get_into(self, key: Key, target: Buffer | int, length: int | None = None, *,
+                 tenant: str | None = None) -> int | None:
+        """Copies the value into a writable buffer, or to a raw address (an int)
+        of ``length`` bytes, and returns its size; ``None`` on a miss. Raises
+        :class:`tierkv.TooLarge` when the target is smaller than the value."""
+        return self._c.get_into(key, target, length, tenant)
+
+    def batch_get(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[bytes | None]:
+        """Values in key order, ``None`` for misses. A real error (not a miss)
+        raises the matching exception."""
+        return self._c.batch_get(list(keys), tenant)
+
+    def batch_get_into(self, keys: Sequence[Key], targets: Sequence[Buffer | tuple], *,
+                       tenant: str | None = None) -> list[_tierkv.Status]:
+        """Copies each value into its target (a buffer or ``(address, length)``).
+        Returns one status per key; ``status.size`` is the value's length."""
+        return self._c.batch_get_into(list(keys), list(targets), tenant)
+
+    def exists(self, key: Key, *, tenant: str | None = None) -> bool:
+        return self._c.exists(key, tenant)
+
+    def batch_exists(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[bool]:
+        return self._c.batch_exists(list(keys), tenant)
+
+    def query(self, key: Key, *, tenant: str | None = None) -> dict:
+        """``{"size", "group_id", "media", "active_leases", "state",
+        "lease_expires_unix_ms", "last_access_unix_ms"}``; raises
+        :class:`tierkv.NotFound` on a miss."""
+        return self._c.query(key, tenant)
+
+    def batch_query(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[dict | None]:
+        """Query results in key order, ``None`` for misses."""
+        return self._c.batch_query(list(keys), tenant)
+
+    def list_keys(self, prefix: str = "", limit: int = 0, *,
+                  tenant: str | None = None) -> list[str | bytes]:
+        """Stored keys starting with ``prefix``, sorted (``bytes`` when not UTF-8)."""
+        return self._c.list_keys(prefix, limit, tenant)
+
+    # -- removal ------------------------------------------------------------
+    def remove(self, key: Key, *, tenant: str | None = None) -> None:
+        """Removes an object; raises :class:`tierkv.NotFound` on a miss."""
+        self._c.remove(key, tenant)
+
+    def batch_remove(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[_tierkv.Status]:
+        return self._c.batch_remove(list(keys), tenant)
+
+    def remove_all(self, tenant: str | None = None, *, force: bool = False) -> dict:
+        """Removes every object of the tenant; leased ones only with ``force``.
+        Returns ``{"removed", "skipped", "cleared"}``."""
+        return self._c.remove_all(tenant, force)

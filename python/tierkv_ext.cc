@@ -1,0 +1,527 @@
+// _tierkv: the Python binding of tierkv::Client (python/tierkv wraps it).
+//
+// Buffers: any object with the buffer protocol (bytes, bytearray, memoryview,
+// numpy arrays; C-contiguous), or a raw address + length for memory an engine
+// registered itself. Bytes are copied exactly once, between that buffer and the
+// manager's shared pool (Unix socket) or the socket (TCP). The GIL is released
+// for every call into the client, copies included.
+//
+// Errors: a failed call raises the exception class that python/tierkv/errors.py
+// maps to the status code (installed with _set_error_factory at import).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tierkv/client.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using tierkv::Code;
+using tierkv::Status;
+
+// Set by errors.py: factory(code:int, name:str, message:str) -> exception instance.
+py::object& ErrorFactory() {
+  static py::object* factory = new py::object();
+  return *factory;
+}
+
+struct StatusError {
+  Status status;
+};
+
+[[noreturn]] void Raise(const Status& st) { throw StatusError{st}; }
+
+void Check(const Status& st) {
+  if (!st.ok()) Raise(st);
+}
+
+// A view of a Python buffer, held for the duration of one call.
+class Buffer {
+ public:
+  Buffer(const py::handle& obj, bool writable) {
+    const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) throw py::error_already_set();
+    held_ = true;
+  }
+  ~Buffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept : view_(o.view_), held_(o.held_) { o.held_ = false; }
+  void* data() const { return view_.buf; }
+  size_t size() const { return static_cast<size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+// Keys are str (UTF-8) or bytes.
+std::string KeyOf(const py::handle& key) {
+  if (py::isinstance<py::bytes>(key)) return std::string(py::reinterpret_borrow<py::bytes>(key));
+  if (py::isinstance<py::str>(key)) return key.cast<std::string>();
+  throw py::type_error("a key must be str or bytes");
+}
+
+// Keys come back as str when they are valid UTF-8, else as bytes.
+py::object KeyToPython(const std::string& key) {
+  PyObject* s = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), nullptr);
+  if (s != nullptr) return py::reinterpret_steal<py::object>(s);
+  PyErr_Clear();
+  return py::bytes(key);
+}
+
+py::dict InfoToDict(const tierkv::ObjectInfo& info) {
+  py::list media;
+  for (int m = 0; m < tierkv::kMediumCount; ++m) {
+    if (info.media & (1u << m))
+      media.append(std::string(tierkv::MediumName(static_cast<tierkv::Medium>(m))));
+  }
+  py::dict d;
+  d["size"] = info.size;
+  d["group_id"] = info.group_id;
+  d["media"] = media;
+  d["active_leases"] = info.active_leases;
+  d["state"] = static_cast<int>(info.state);
+  d["lease_expires_unix_ms"] = info.lease_expires_unix_ms;
+  d["last_access_unix_ms"] = info.last_access_unix_ms;
+  return d;
+}
+
+// The Python-visible per-item status of batch calls.
+struct ItemStatus {
+  int code = 0;
+  std::string message;
+  size_t size = 0;  // bytes copied, for batch_get_into
+  bool ok() const { return code == 0; }
+  std::string name() const { return std::string(tierkv::CodeName(static_cast<Code>(code))); }
+};
+
+ItemStatus ToPy(const Status& st, size_t size = 0) {
+  return ItemStatus{static_cast<int>(st.code()), st.message(), size};
+}
+
+class PyClient {
+ public:
+  PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
+           std::string client_name)
+      : tenant_(std::move(tenant)) {
+    tierkv::ClientOptions o;
+    o.rank = rank;
+    o.io_timeout_ms = timeout_ms;
+    o.client_name = std::move(client_name);
+    tierkv::Result<std::unique_ptr<tierkv::Client>> c = [&] {
+      py::gil_scoped_release nogil;
+      return tierkv::Client::Connect(address, o);
+    }();
+    if (!c.ok()) Raise(c.status());
+    client_ = std::move(c).value();
+  }
+
+  void Close() { client_.reset(); }
+  bool closed() const { return client_ == nullptr; }
+  bool shared_memory() const { return C().shared_memory(); }
+  const std::string& tenant() const { return tenant_; }
+
+  void Put(const py::handle& key, const py::handle& value, const py::object& group,
+           const py::object& tenant, bool upsert) {
+    const std::string k = KeyOf(key);
+    Buffer buf(value, false);
+    PutRaw(k, buf.data(), buf.size(), group, tenant, upsert);
+  }
+
+  void PutFrom(const py::handle& key, const py::handle& source, const py::object& length,
+               const py::object& group, const py::object& tenant, bool upsert) {
+    const std::string k = KeyOf(key);
+    if (py::isinstance<py::int_>(source)) {
+      if (length.is_none()) throw py::value_error("put_from(address) needs a length");
+      PutRaw(k, reinterpret_cast<const void*>(source.cast<uintptr_t>()), length.cast<size_t>(),
+             group, tenant, upsert);
+      return;
+    }
+    Buffer buf(source, false);
+    const size_t n = length.is_none() ? buf.size() : std::min(buf.size(), length.cast<size_t>());
+    PutRaw(k, buf.data(), n, group, tenant, upsert);
+  }
+
+  py::object Get(const py::handle& key, const py::object& tenant) {
+    const std::string k = KeyOf(key);
+    const std::string t = TenantOr(tenant);
+    std::string value;
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      auto r = C().Get(k, t);
+      if (r.ok()) {
+        value = std::move(r).value();
+      } else {
+        st = r.status();
+      }
+    }
+    if (st.code() == Code::kNotFound) return py::none();
+    Check(st);
+    return py::bytes(value);
+  }
+
+  py::object GetInto(const py::handle& key, const py::handle& target, const py::object& length,
+                     const py::object& tenant) {
+    const std::string k = KeyOf(key);
+    const std::string t = TenantOr(tenant);
+    void* dst = nullptr;
+    size_t cap = 0;
+    std::unique_ptr<Buffer> buf;
+    if (py::isinstance<py::int_>(target)) {
+      if (length.is_none()) throw py::value_error("get_into(address) needs a length");
+      dst = reinterpret_cast<void*>(target.cast<uintptr_t>());
+      cap = length.cast<size_t>();
+    } else {
+      buf = std::make_unique<Buffer>(target, true);
+      dst = buf->data();
+      cap = length.is_none() ? buf->size() : std::min(buf->size(), length.cast<size_t>());
+    }
+    tierkv::Result<size_t> r = [&] {
+      py::gil_scoped_release nogil;
+      return C().Get(k, dst, cap, t);
+    }();
+    if (r.code() == Code::kNotFound) return py::none();
+    Check(r.status());
+    return py::int_(*r);
+  }
+
+  std::vector<ItemStatus> BatchPut(const py::list& items, const py::object& tenant, bool upsert) {
+    std::vector<std::string> keys;
+    std::vector<std::string> groups;
+    std::vector<Buffer> bufs;
+    std::vector<tierkv::PutItem> put;
+    keys.reserve(items.size());
+    groups.reserve(items.size());
+    bufs.reserve(items.size());
+    for (const py::handle& item : items) {
+      py::tuple t = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+      if (t.size() < 2 || t.size() > 3) {
+        throw py::value_error("batch_put items are (key, value) or (key, value, group_id)");
+      }
+      keys.push_back(KeyOf(t[0]));
+      bufs.emplace_back(t[1], false);
+      groups.push_back(t.size() == 3 && !t[2].is_none() ? t[2].cast<std::string>() : "");
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      put.push_back({keys[i], bufs[i].data(), bufs[i].size(), groups[i]});
+    }
+    const std::string t = TenantOr(tenant);
+    std::vector<Status> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchPut(put, t, upsert);
+    }
+    std::vector<ItemStatus> out;
+    for (const Status& st : res) out.push_back(ToPy(st));
+    return out;
+  }
+
+  std::vector<ItemStatus> BatchPutFrom(const py::list& items, const py::object& tenant,
+                                       bool upsert) {
+    // items: (key, buffer) or (key, address, length)
+    std::vector<std::string> keys;
+    std::vector<std::unique_ptr<Buffer>> bufs;
+    std::vector<tierkv::PutItem> put;
+    for (const py::handle& item : items) {
+      py::tuple t = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+      keys.push_back(KeyOf(t[0]));
+      if (t.size() == 3) {
+        put.push_back(
+            {{}, reinterpret_cast<const void*>(t[1].cast<uintptr_t>()), t[2].cast<size_t>(), {}});
+      } else if (t.size() == 2) {
+        bufs.push_back(std::make_unique<Buffer>(t[1], false));
+        put.push_back({{}, bufs.back()->data(), bufs.back()->size(), {}});
+      } else {
+        throw py::value_error("batch_put_from items are (key, buffer) or (key, address, length)");
+      }
+    }
+    for (size_t i = 0; i < keys.size(); ++i) put[i].key = keys[i];
+    const std::string t = TenantOr(tenant);
+    std::vector<Status> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchPut(put, t, upsert);
+    }
+    std::vector<ItemStatus> out;
+    for (const Status& st : res) out.push_back(ToPy(st));
+    return out;
+  }
+
+  // Values (bytes) or None for misses; a real error raises with every status.
+  py::list BatchGet(const py::list& keys, const py::object& tenant) {
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<std::string_view> views(ks.begin(), ks.end());
+    const std::string t = TenantOr(tenant);
+    std::vector<tierkv::Result<std::string>> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchGet(views, t);
+    }
+    py::list out;
+    for (const auto& r : res) {
+      if (r.ok()) {
+        out.append(py::bytes(*r));
+      } else {
+        out.append(py::none());
+      }
+    }
+    for (const auto& r : res) {
+      if (!r.ok() && r.code() != Code::kNotFound) Raise(r.status());
+    }
+    return out;
+  }
+
+  // targets: buffers, or (address, length) tuples. Statuses carry the sizes.
+  std::vector<ItemStatus> BatchGetInto(const py::list& keys, const py::list& targets,
+                                       const py::object& tenant) {
+    if (keys.size() != targets.size()) {
+      throw py::value_error("batch_get_into needs as many targets as keys");
+    }
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<std::unique_ptr<Buffer>> bufs;
+    std::vector<tierkv::GetItem> items;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      py::handle tgt = targets[i];
+      if (py::isinstance<py::tuple>(tgt)) {
+        py::tuple t = py::reinterpret_borrow<py::tuple>(tgt);
+        items.push_back({{}, reinterpret_cast<void*>(t[0].cast<uintptr_t>()), t[1].cast<size_t>()});
+      } else {
+        bufs.push_back(std::make_unique<Buffer>(tgt, true));
+        items.push_back({{}, bufs.back()->data(), bufs.back()->size()});
+      }
+    }
+    for (size_t i = 0; i < ks.size(); ++i) items[i].key = ks[i];
+    const std::string t = TenantOr(tenant);
+    std::vector<tierkv::Result<size_t>> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchGet(items, t);
+    }
+    std::vector<ItemStatus> out;
+    for (const auto& r : res) out.push_back(r.ok() ? ToPy(Status::Ok(), *r) : ToPy(r.status()));
+    return out;
+  }
+
+  bool Exists(const py::handle& key, const py::object& tenant) {
+    const std::string k = KeyOf(key);
+    const std::string t = TenantOr(tenant);
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = C().Exist(k, t);
+    }
+    if (st.code() == Code::kNotFound) return false;
+    Check(st);
+    return true;
+  }
+
+  std::vector<bool> BatchExists(const py::list& keys, const py::object& tenant) {
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<std::string_view> views(ks.begin(), ks.end());
+    const std::string t = TenantOr(tenant);
+    std::vector<Status> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchExist(views, t);
+    }
+    std::vector<bool> out;
+    for (const Status& st : res) {
+      if (!st.ok() && st.code() != Code::kNotFound) Raise(st);
+      out.push_back(st.ok());
+    }
+    return out;
+  }
+
+  py::dict Query(const py::handle& key, const py::object& tenant) {
+    const std::string k = KeyOf(key);
+    const std::string t = TenantOr(tenant);
+    tierkv::Result<tierkv::ObjectInfo> r = [&] {
+      py::gil_scoped_release nogil;
+      return C().Query(k, t);
+    }();
+    Check(r.status());
+    return InfoToDict(*r);
+  }
+
+  py::list BatchQuery(const py::list& keys, const py::object& tenant) {
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<std::string_view> views(ks.begin(), ks.end());
+    const std::string t = TenantOr(tenant);
+    std::vector<tierkv::Result<tierkv::ObjectInfo>> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchQuery(views, t);
+    }
+    py::list out;
+    for (const auto& r : res) {
+      if (r.ok()) {
+        out.append(InfoToDict(*r));
+      } else if (r.code() == Code::kNotFound) {
+        out.append(py::none());
+      } else {
+        Raise(r.status());
+      }
+    }
+    return out;
+  }
+
+  void Remove(const py::handle& key, const py::object& tenant) {
+    const std::string k = KeyOf(key);
+    const std::string t = TenantOr(tenant);
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = C().Remove(k, t);
+    }
+    Check(st);
+  }
+
+  std::vector<ItemStatus> BatchRemove(const py::list& keys, const py::object& tenant) {
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<std::string_view> views(ks.begin(), ks.end());
+    const std::string t = TenantOr(tenant);
+    std::vector<Status> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchRemove(views, t);
+    }
+    std::vector<ItemStatus> out;
+    for (const Status& st : res) out.push_back(ToPy(st));
+    return out;
+  }
+
+  py::dict RemoveAll(const py::object& tenant, bool force) {
+    const std::string t = TenantOr(tenant);
+    tierkv::Result<tierkv::RemoveAllStats> r = [&] {
+      py::gil_scoped_release nogil;
+      return C().RemoveAll(t, force);
+    }();
+    Check(r.status());
+    py::dict d;
+    d["removed"] = r->removed;
+    d["skipped"] = r->skipped;
+    d["cleared"] = r->cleared;
+    return d;
+  }
+
+  py::list ListKeys(const std::string& prefix, uint32_t limit, const py::object& tenant) {
+    const std::string t = TenantOr(tenant);
+    tierkv::Result<tierkv::KeyList> r = [&] {
+      py::gil_scoped_release nogil;
+      return C().ListKeys(t, prefix, limit);
+    }();
+    Check(r.status());
+    py::list out;
+    for (const std::string& k : r->keys) out.append(KeyToPython(k));
+    return out;
+  }
+
+ private:
+  tierkv::Client& C() const {
+    if (!client_) Raise(Status(Code::kUnavailable, "the client is closed"));
+    return *client_;
+  }
+  std::string TenantOr(const py::object& tenant) const {
+    return tenant.is_none() ? tenant_ : tenant.cast<std::string>();
+  }
+  std::vector<std::string> Keys(const py::list& keys) const {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const py::handle& k : keys) out.push_back(KeyOf(k));
+    return out;
+  }
+  void PutRaw(const std::string& key, const void* data, size_t size, const py::object& group,
+              const py::object& tenant, bool upsert) {
+    const std::string g = group.is_none() ? "" : group.cast<std::string>();
+    const std::string t = TenantOr(tenant);
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      tierkv::WriteOptions o{t, g};
+      st = upsert ? C().Upsert(key, data, size, o) : C().Put(key, data, size, o);
+    }
+    Check(st);
+  }
+
+  std::string tenant_;
+  std::unique_ptr<tierkv::Client> client_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_tierkv, m) {
+  m.doc() = "Low-level binding of the tierkv C++ client; use the tierkv package.";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      py::object& factory = ErrorFactory();
+      if (!factory) {
+        PyErr_SetString(PyExc_RuntimeError, e.status.ToString().c_str());
+        return;
+      }
+      py::object exc = factory(static_cast<int>(e.status.code()),
+                               std::string(tierkv::CodeName(e.status.code())), e.status.message());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    }
+  });
+  m.def("_set_error_factory", [](py::object f) { ErrorFactory() = std::move(f); });
+  m.def("code_name",
+        [](int code) { return std::string(tierkv::CodeName(static_cast<Code>(code))); });
+
+  py::class_<ItemStatus>(m, "Status", "Outcome of one item of a batch call.")
+      .def_readonly("code", &ItemStatus::code, "numeric status code (0 = OK)")
+      .def_readonly("message", &ItemStatus::message, "the manager's explanation, empty on OK")
+      .def_readonly("size", &ItemStatus::size, "bytes copied (batch_get_into only)")
+      .def_property_readonly("ok", &ItemStatus::ok)
+      .def_property_readonly("name", &ItemStatus::name, "code name, e.g. 'NOT_FOUND'")
+      .def("__bool__", &ItemStatus::ok)
+      .def("__repr__", [](const ItemStatus& s) {
+        return "Status(" + s.name() + (s.message.empty() ? "" : ", '" + s.message + "'") + ")";
+      });
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<const std::string&, std::string, uint32_t, int, std::string>(),
+           py::arg("address"), py::arg("tenant") = "default", py::arg("rank") = 0,
+           py::arg("timeout_ms") = 30000, py::arg("client_name") = "python")
+      .def("close", &PyClient::Close)
+      .def_property_readonly("closed", &PyClient::closed)
+      .def_property_readonly("shared_memory", &PyClient::shared_memory)
+      .def_property_readonly("tenant", &PyClient::tenant)
+      .def("put", &PyClient::Put, py::arg("key"), py::arg("value"),
+           py::arg("group_id") = py::none(), py::arg("tenant") = py::none(),
+           py::arg("upsert") = false)
+      .def("put_from", &PyClient::PutFrom, py::arg("key"), py::arg("source"),
+           py::arg("length") = py::none(), py::arg("group_id") = py::none(),
+           py::arg("tenant") = py::none(), py::arg("upsert") = false)
+      .def("get", &PyClient::Get, py::arg("key"), py::arg("tenant") = py::none())
+      .def("get_into", &PyClient::GetInto, py::arg("key"), py::arg("target"),
+           py::arg("length") = py::none(), py::arg("tenant") = py::none())
+      .def("batch_put", &PyClient::BatchPut, py::arg("items"), py::arg("tenant") = py::none(),
+           py::arg("upsert") = false)
+      .def("batch_put_from", &PyClient::BatchPutFrom, py::arg("items"),
+           py::arg("tenant") = py::none(), py::arg("upsert") = false)
+      .def("batch_get", &PyClient::BatchGet, py::arg("keys"), py::arg("tenant") = py::none())
+      .def("batch_get_into", &PyClient::BatchGetInto, py::arg("keys"), py::arg("targets"),
+           py::arg("tenant") = py::none())
+      .def("exists", &PyClient::Exists, py::arg("key"), py::arg("tenant") = py::none())
+      .def("batch_exists", &PyClient::BatchExists, py::arg("keys"), py::arg("tenant") = py::none())
+      .def("query", &PyClient::Query, py::arg("key"), py::arg("tenant") = py::none())
+      .def("batch_query", &PyClient::BatchQuery, py::arg("keys"), py::arg("tenant") = py::none())
+      .def("remove", &PyClient::Remove, py::arg("key"), py::arg("tenant") = py::none())
+      .def("batch_remove", &PyClient::BatchRemove, py::arg("keys"), py::arg("tenant") = py::none())
+      .def("remove_all", &PyClient::RemoveAll, py::arg("tenant") = py::none(),
+           py::arg("force") = false)
+      .def("list_keys", &PyClient::ListKeys, py::arg("prefix") = "", py::arg("limit") = 0,
+           py::arg("tenant") = py::none());
+}
