@@ -7,6 +7,7 @@ PACKAGES=(
   g++ cmake ninja-build ccache pkg-config make
   libspdlog-dev libfmt-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libhiredis-dev
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
   redis-server redis-tools
   python3 python3-dev pybind11-dev python3-pytest python3-numpy
 )

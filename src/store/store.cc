@@ -511,6 +511,30 @@ Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::stri
   return keys;
 }
 
+void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const {
+  struct Item {
+    std::string composite;
+    std::string group_id;
+    uint64_t size;
+  };
+  std::vector<Item> items;
+  for (const auto& shard_ptr : shards_) {
+    items.clear();
+    {
+      std::lock_guard<std::mutex> lock(shard_ptr->mu);
+      for (const auto& kv : shard_ptr->map) {
+        if (kv.second.current) {
+          items.push_back({kv.first, kv.second.current->group_id, kv.second.current->size});
+        }
+      }
+    }
+    for (const Item& it : items) {
+      fn(ReplicaEvent{TenantOf(it.composite), KeyOf(it.composite), it.group_id, Medium::kDram,
+                      it.size});
+    }
+  }
+}
+
 StoreStats Store::Stats() const {
   StoreStats s;
   for (const auto& shard_ptr : shards_) {

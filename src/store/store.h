@@ -33,6 +33,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -203,6 +204,11 @@ class Store {
   // Evicts unleased readable replicas, oldest first, until at most `target_used`
   // bytes are allocated. Returns objects evicted.
   size_t EvictDownTo(uint64_t target_used);
+
+  // Calls `fn` for every readable replica, as OnStored announced it. Each shard
+  // is copied under its lock and visited after, so `fn` may take its time (and
+  // must not assume a consistent cut across shards).
+  void ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const;
 
   StoreStats Stats() const;
   const OpStats& op_stats() const { return op_stats_; }

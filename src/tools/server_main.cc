@@ -1,8 +1,9 @@
 // tierkv-server: one manager per host.
 //
-// Starts the DRAM pool, the store and the client listeners, prints where it
-// listens, and serves until SIGTERM or SIGINT, then stops gracefully: no new
-// connections, in-flight requests answered, exit status 0.
+// Starts the DRAM pool, the store, the client listeners and (when configured)
+// the KV event stream, prints where it listens, and serves until SIGTERM or
+// SIGINT, then stops gracefully: no new connections, in-flight requests
+// answered, queued events published, exit status 0.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -11,10 +12,8 @@
 #include <vector>
 
 #include "common/units.h"
-#include "media/dram_pool.h"
-#include "server/config.h"
-#include "server/server.h"
-#include "store/store.h"
+#include "manager/config.h"
+#include "manager/manager.h"
 
 namespace {
 
@@ -46,31 +45,33 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(config->log_level));
 
-  Result<std::unique_ptr<DramPool>> pool = DramPool::Create(config->dram_size);
-  if (!pool.ok()) return Fail(pool.status());
-  Result<std::unique_ptr<Store>> store = Store::Create(config->store, std::move(*pool));
-  if (!store.ok()) return Fail(store.status());
-  Server server(config->server, store->get());
-  if (Status st = server.Start(); !st.ok()) return Fail(st);
-  (*store)->Start();
+  Result<std::unique_ptr<Manager>> manager = Manager::Create(*config);
+  if (!manager.ok()) return Fail(manager.status());
+  Manager& m = **manager;
+  if (Status st = m.Start(); !st.ok()) return Fail(st);
 
-  spdlog::info("tierkv-server ready: rank {}, DRAM pool {}", config->server.rank,
-               FormatByteSize((*store)->dram().capacity()));
-  if (!server.uds_address().empty()) {
-    std::printf("listening on %s (shared memory, mode %04o)\n", server.uds_address().c_str(),
+  spdlog::info("tierkv-server ready: node {}, rank {}, DRAM pool {}", config->node_id,
+               config->server.rank, FormatByteSize(m.store().dram().capacity()));
+  if (!m.server().uds_address().empty()) {
+    std::printf("listening on %s (shared memory, mode %04o)\n", m.server().uds_address().c_str(),
                 config->server.uds_mode);
   }
-  if (!server.tcp_address().empty()) {
-    std::printf("listening on %s\n", server.tcp_address().c_str());
+  if (!m.server().tcp_address().empty()) {
+    std::printf("listening on %s\n", m.server().tcp_address().c_str());
+  }
+  if (config->kv_events) {
+    std::printf("kv events on %s\n", config->events.endpoint.c_str());
+    if (!config->events.replay_endpoint.empty()) {
+      std::printf("kv events replay on %s\n", config->events.replay_endpoint.c_str());
+    }
   }
   std::fflush(stdout);
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {} received: stopping", sig);
-  server.Stop();
-  (*store)->Stop();
-  const ServerStats s = server.Stats();
+  m.Stop();
+  const ServerStats s = m.server().Stats();
   spdlog::info("stopped after {} connections and {} requests", s.connections_total, s.requests);
   return 0;
 }

@@ -1,4 +1,4 @@
-#include "server/config.h"
+#include "manager/config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -2,13 +2,14 @@
 // optional TOML/INI file (--config). Sizes take units ("4gb", "512MiB").
 // Validation is complete before anything starts: an invalid value fails with a
 // message naming the option, and the manager never starts half-configured.
-#ifndef TIERKV_SERVER_CONFIG_H_
-#define TIERKV_SERVER_CONFIG_H_
+#ifndef TIERKV_MANAGER_CONFIG_H_
+#define TIERKV_MANAGER_CONFIG_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "events/publisher.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "tierkv/status.h"
@@ -18,8 +19,11 @@ namespace tierkv {
 struct ManagerConfig {
   uint64_t dram_size = 1ull << 30;
   std::string log_level = "info";
+  std::string node_id;  // this manager's identity (KV events backend_id); default: hostname
   StoreOptions store;
   ServerOptions server;
+  bool kv_events = false;  // --kv-events-endpoint given
+  events::PublisherOptions events;
 };
 
 // The embedded defaults (what `tierkv-server` with no flags runs with).
@@ -33,4 +37,4 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
 
 }  // namespace tierkv
 
-#endif  // TIERKV_SERVER_CONFIG_H_
+#endif  // TIERKV_MANAGER_CONFIG_H_

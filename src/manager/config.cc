@@ -1,4 +1,6 @@
-#include "server/config.h"
+#include "manager/config.h"
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -125,6 +127,33 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--evict-low-watermark", c.store.low_watermark, "... and stops at this one");
   app.add_option("--shards", c.store.shards, "object index shards (power of two, <= 256)");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off");
+  app.add_option("--node-id", c.node_id, "this manager's identity (default: the host name)");
+  int dp_rank = -1;
+  app.add_option("--dp-rank", dp_rank, "dp_rank of KV events (default: --rank)");
+  events::PublisherOptions& ev = c.events;
+  std::string model_name, salt, lora;
+  app.add_option(
+      "--kv-events-endpoint", ev.endpoint,
+      "ZMQ PUB address of the KV event stream, e.g. tcp://127.0.0.1:5557 (off if empty)");
+  app.add_option("--kv-events-queue-capacity", ev.queue_capacity,
+                 "events queued before stored events are dropped");
+  app.add_option("--kv-events-queue-hard-limit", ev.queue_hard_limit,
+                 "events queued before removed/cleared events are dropped too (0: 2 x capacity)");
+  app.add_option("--kv-events-model-name", model_name, "model_name of every event (nil if empty)");
+  app.add_option("--kv-events-block-size", ev.envelope.block_size, "block_size (0: nil)");
+  app.add_option("--kv-events-additional-salt", salt, "additional_salt (nil if empty)");
+  app.add_option("--kv-events-lora-name", lora, "lora_name (nil if empty)");
+  app.add_option("--kv-events-emit-legacy-compat,--kv_events_emit_legacy_compat",
+                 ev.envelope.emit_legacy_compat,
+                 "also emit the legacy type/block_hashes/parent_block_hash fields");
+  app.add_option("--kv-events-emit-object-key,--kv_events_emit_object_key",
+                 ev.envelope.emit_object_key,
+                 "emit object_key; false suppresses stored/removed events entirely");
+  app.add_option("--kv-events-replay-endpoint", ev.replay_endpoint,
+                 "ZMQ ROUTER address answering REPLAY/SNAPSHOT requests (off if empty)");
+  app.add_option("--kv-events-replay-buffer", ev.replay_buffer, "messages kept for replay");
+  app.add_option("--kv-events-snapshot-on-join", ev.snapshot_on_join,
+                 "answer SNAPSHOT requests on the replay socket");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -145,6 +174,28 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return st;
   }
   if (Status st = Validate(c, uds_mode, max_frame); !st.ok()) return st;
+  if (c.node_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    c.node_id = host[0] ? host : "tierkv";
+  }
+  if (!model_name.empty()) ev.envelope.model_name = model_name;
+  if (!salt.empty()) ev.envelope.additional_salt = salt;
+  if (!lora.empty()) ev.envelope.lora_name = lora;
+  ev.envelope.backend_id = c.node_id;
+  ev.envelope.dp_rank = dp_rank >= 0 ? static_cast<uint32_t>(dp_rank) : c.server.rank;
+  c.kv_events = !ev.endpoint.empty();
+  if (ev.queue_capacity == 0) return InvalidArgument("--kv-events-queue-capacity must be positive");
+  if (ev.queue_hard_limit != 0 && ev.queue_hard_limit < ev.queue_capacity) {
+    return InvalidArgument(
+        "--kv-events-queue-hard-limit must be 0 or >= --kv-events-queue-capacity");
+  }
+  if (!ev.replay_endpoint.empty() && !c.kv_events) {
+    return InvalidArgument("--kv-events-replay-endpoint needs --kv-events-endpoint");
+  }
+  if (ev.snapshot_on_join && ev.replay_endpoint.empty()) {
+    return InvalidArgument("--kv-events-snapshot-on-join needs --kv-events-replay-endpoint");
+  }
   return c;
 }
 

@@ -1,0 +1,54 @@
+// Encodes a batch of events as the subscriber guide's MessagePack payload:
+// [timestamp_ms, [event_map, ...], dp_rank].
+//
+// Field order in each map: event_id, timestamp, event_type, model_name,
+// block_size, additional_salt, lora_name, tenant_id, backend_id, medium,
+// dp_rank, then (legacy compat) type; stored/removed add group_id, object_key
+// (unless keys are suppressed), seq_hashes, base_block_idx and (legacy)
+// block_hashes; stored adds parent_hash, token_ids and (legacy)
+// parent_block_hash. cleared carries none of the per-object keys (absent, not
+// nil) and medium nil.
+//
+// object_key is the store key verbatim: a MessagePack str when it is valid
+// UTF-8, bin otherwise. group_id is nil when the object has none.
+//
+// Thread-safety: an Encoder is immutable after construction; Encode is const.
+#ifndef TIERKV_EVENTS_ENCODER_H_
+#define TIERKV_EVENTS_ENCODER_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "events/event.h"
+
+namespace tierkv::events {
+
+struct EnvelopeOptions {
+  std::optional<std::string> model_name;       // nil when unset
+  uint32_t block_size = 0;                     // nil when 0
+  std::optional<std::string> additional_salt;  // nil when unset
+  std::optional<std::string> lora_name;        // nil when unset
+  std::string backend_id;                      // the node id
+  uint32_t dp_rank = 0;
+  bool emit_legacy_compat = true;
+  bool emit_object_key = true;
+};
+
+class Encoder {
+ public:
+  explicit Encoder(EnvelopeOptions options) : options_(std::move(options)) {}
+
+  // Appends the payload for `events` (at most 64) to *out.
+  void Encode(std::span<const Event> events, int64_t timestamp_ms, std::string* out) const;
+
+  const EnvelopeOptions& options() const { return options_; }
+
+ private:
+  EnvelopeOptions options_;
+};
+
+}  // namespace tierkv::events
+
+#endif  // TIERKV_EVENTS_ENCODER_H_

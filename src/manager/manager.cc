@@ -1,0 +1,45 @@
+#include "manager/manager.h"
+
+namespace tierkv {
+
+Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
+  std::unique_ptr<Manager> m(new Manager(config));
+  Result<std::unique_ptr<DramPool>> pool = DramPool::Create(config.dram_size);
+  if (!pool.ok()) return pool.status();
+  Result<std::unique_ptr<Store>> store = Store::Create(config.store, std::move(*pool));
+  if (!store.ok()) return store.status();
+  m->store_ = std::move(*store);
+  if (config.kv_events) {
+    Store* s = m->store_.get();
+    m->publisher_ = std::make_unique<events::KvEventPublisher>(
+        config.events,
+        [s](const std::function<void(const ReplicaEvent&)>& fn) { s->ForEachReadable(fn); });
+    m->store_->AddObserver(m->publisher_.get());
+  }
+  m->server_ = std::make_unique<Server>(config.server, m->store_.get());
+  return m;
+}
+
+Manager::~Manager() { Stop(); }
+
+Status Manager::Start() {
+  if (publisher_) {
+    if (Status st = publisher_->Start(); !st.ok()) return st;
+  }
+  if (Status st = server_->Start(); !st.ok()) {
+    Stop();
+    return st;
+  }
+  store_->Start();
+  started_ = true;
+  return Status::Ok();
+}
+
+void Manager::Stop() {
+  if (server_) server_->Stop();
+  if (store_) store_->Stop();
+  if (publisher_) publisher_->Stop();
+  started_ = false;
+}
+
+}  // namespace tierkv

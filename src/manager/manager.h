@@ -1,0 +1,52 @@
+// Manager: one tierkv-server's components, wired together.
+//
+// Owns the DRAM pool and the store, the client listeners, and the optional KV
+// event publisher (registered as a store observer). Start brings them up in
+// dependency order; Stop takes them down in reverse: client listeners first (no
+// new work), then the store's background thread, then the event publisher
+// (which drains what the last requests announced).
+//
+// Thread-safety: Start and Stop from one thread; accessors from any.
+#ifndef TIERKV_MANAGER_MANAGER_H_
+#define TIERKV_MANAGER_MANAGER_H_
+
+#include <memory>
+#include <string>
+
+#include "events/publisher.h"
+#include "manager/config.h"
+#include "server/server.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+class Manager {
+ public:
+  // Creates the pool and the store (nothing listens yet). Errors as
+  // DramPool::Create / Store::Create.
+  static Result<std::unique_ptr<Manager>> Create(const ManagerConfig& config);
+  ~Manager();
+
+  // Binds every listener and starts the threads. Errors name the address.
+  Status Start();
+  void Stop();
+
+  const ManagerConfig& config() const { return config_; }
+  Store& store() { return *store_; }
+  Server& server() { return *server_; }
+  // Null unless --kv-events-endpoint is set.
+  events::KvEventPublisher* publisher() { return publisher_.get(); }
+
+ private:
+  explicit Manager(const ManagerConfig& config) : config_(config) {}
+
+  ManagerConfig config_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<events::KvEventPublisher> publisher_;
+  bool started_ = false;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_MANAGER_MANAGER_H_
