@@ -68,6 +68,14 @@ class Manager:
             self.proc = None
 
 
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def manager():
     m = Manager()

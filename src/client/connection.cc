@@ -49,7 +49,14 @@ Status Connection::Call(proto::Opcode op, std::string_view body, std::string* re
   if (broken_) {
     if (Status st = Open(); !st.ok()) return st;
   }
-  return Exchange(op, body, reply, /*hello=*/false);
+  send_failed_ = false;
+  Status st = Exchange(op, body, reply, /*hello=*/false);
+  if (!st.ok() && send_failed_) {
+    // The request never left: the connection had died while idle (the manager
+    // restarted, say). Retrying on a fresh connection cannot run it twice.
+    if (Open().ok()) return Exchange(op, body, reply, /*hello=*/false);
+  }
+  return st;
 }
 
 Status Connection::Post(proto::Opcode op, std::string_view body) {
@@ -69,6 +76,7 @@ Status Connection::SendFrame(proto::Opcode op, std::string_view body, uint64_t* 
   proto::AppendFrame(&frame_, h, body);
   Status st = proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms);
   if (!st.ok()) {
+    send_failed_ = true;
     Close();
     return Status(Code::kUnavailable, "lost the connection to " + address_.ToString() + " (" +
                                           st.message() + "); the next call reconnects");

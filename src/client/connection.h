@@ -52,6 +52,7 @@ class Connection {
   const ClientOptions options_;
   int fd_ = -1;
   bool broken_ = true;
+  bool send_failed_ = false;  // the last request could not be written at all
   uint64_t next_request_ = 1;
   std::vector<uint64_t> posted_;  // request ids whose replies are still unread
   std::string scratch_;

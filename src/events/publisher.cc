@@ -117,8 +117,10 @@ void KvEventPublisher::Run() {
     uint64_t dropped = 0;
     const size_t n = queue_.PopBatch(&batch, kMaxEventsPerMessage, 50, &dropped);
     gap_ += dropped;
-    if (n > 0) Publish(batch, gap_);
-    if (n > 0) gap_ = 0;
+    if (n > 0) {
+      Publish(batch, gap_);
+      gap_ = 0;
+    }
     if (!running_ && n == 0) break;  // closed and drained
   }
 }

@@ -3,6 +3,7 @@
 //   tierkv [--address ADDR] [--tenant T] put KEY [FILE|-] [--group G] [--upsert]
 //   tierkv ... get KEY [FILE|-]      tierkv ... rm KEY...     tierkv ... ls [PREFIX]
 //   tierkv ... stat KEY              tierkv ... exists KEY
+//   tierkv events [--endpoint tcp://127.0.0.1:5557] [--json] [--count N]
 //
 // Exit status: 0 success; 1 the key (or one of the keys) was not found; 2 usage
 // error; 3 any other error (the message names the code and cause).
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "tierkv/client.h"
+#include "tools/cli_events.h"
 
 namespace {
 
@@ -85,12 +87,26 @@ int main(int argc, char** argv) {
   auto* exists = app.add_subcommand("exists", "exit 0 when the key is stored, 1 when not");
   exists->add_option("key", key, "object key")->required();
 
+  tierkv::cli::EventsOptions ev;
+  auto* events = app.add_subcommand("events", "follow the KV event stream and print each event");
+  events->add_option("-e,--endpoint", ev.endpoint, "the manager's --kv-events-endpoint")
+      ->capture_default_str();
+  events->add_flag("--json", ev.json, "one JSON object per event");
+  events->add_option("-n,--count", ev.count, "stop after this many events");
+  events->add_option("--seconds", ev.seconds, "stop after this many seconds");
+  events
+      ->add_option("--stats-every", ev.stats_every,
+                   "seconds between rate/gap lines on stderr (0: off)")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+
+  if (*events) return tierkv::cli::RunEvents(ev);
 
   tierkv::ClientOptions options;
   options.client_name = "tierkv-cli";
