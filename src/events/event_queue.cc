@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace tierkv::events {
 
@@ -73,15 +74,23 @@ void EventQueue::Push(Event event) {
       }
     }
     (is_stored ? stored_ : priority_).push_back(std::move(event));
+    if (!consumer_waiting_) return;
   }
   cv_.notify_one();
 }
 
 size_t EventQueue::PopBatch(std::vector<Event>* out, size_t max, int wait_ms,
-                            uint64_t* dropped_since_last) {
+                            uint64_t* dropped_since_last, int linger_us) {
   std::unique_lock<std::mutex> lock(mu_);
+  consumer_waiting_ = true;
   cv_.wait_for(lock, std::chrono::milliseconds(wait_ms),
                [this] { return closed_ || !stored_.empty() || !priority_.empty(); });
+  consumer_waiting_ = false;
+  if (linger_us > 0 && !closed_ && stored_.size() + priority_.size() < max) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(linger_us));
+    lock.lock();
+  }
   size_t n = 0;
   while (n < max && (!stored_.empty() || !priority_.empty())) {
     const bool take_stored =

@@ -43,9 +43,13 @@ class EventQueue {
   void Push(Event event);
 
   // Waits up to `wait_ms` for events, then moves up to `max` of them (oldest
-  // first) into *out. *dropped_since_last receives how many events were dropped
-  // since the previous PopBatch. Returns the number moved.
-  size_t PopBatch(std::vector<Event>* out, size_t max, int wait_ms, uint64_t* dropped_since_last);
+  // first) into *out. When fewer than `max` are queued, it first lingers up to
+  // `linger_us` for more, so a trickle of events still travels in few messages
+  // and producers rarely have to wake the consumer. *dropped_since_last
+  // receives how many events were dropped since the previous PopBatch. Returns
+  // the number moved.
+  size_t PopBatch(std::vector<Event>* out, size_t max, int wait_ms, uint64_t* dropped_since_last,
+                  int linger_us = 0);
 
   // Wakes a waiting PopBatch for good.
   void Close();
@@ -69,6 +73,7 @@ class EventQueue {
   uint64_t dropped_high_ = 0;
   uint64_t pending_gap_ = 0;
   bool closed_ = false;
+  bool consumer_waiting_ = false;  // producers notify only a sleeping consumer
 };
 
 }  // namespace tierkv::events

@@ -115,7 +115,8 @@ void KvEventPublisher::Run() {
   for (;;) {
     batch.clear();
     uint64_t dropped = 0;
-    const size_t n = queue_.PopBatch(&batch, kMaxEventsPerMessage, 50, &dropped);
+    const size_t n =
+        queue_.PopBatch(&batch, kMaxEventsPerMessage, 50, &dropped, options_.batch_linger_us);
     gap_ += dropped;
     if (n > 0) {
       Publish(batch, gap_);

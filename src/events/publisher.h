@@ -41,6 +41,7 @@ struct PublisherOptions {
   std::string replay_endpoint;    // empty: no replay socket
   size_t replay_buffer = 4096;    // messages kept for replay
   bool snapshot_on_join = false;  // allow SNAPSHOT requests on the replay socket
+  int batch_linger_us = 1000;     // wait this long for a partial message to fill
   Clock* clock = nullptr;         // null: the real clock
 };
 
