@@ -60,6 +60,9 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
   if (given("--log-level") == "\x01") args.insert(args.end(), {"--log-level", "warn"});
   if (given("--dram-size") == "\x01") args.insert(args.end(), {"--dram-size", "64MiB"});
   if (given("--listen") == "\x01") args.insert(args.end(), {"--listen", "127.0.0.1:0"});
+  if (given("--metrics-url") == "\x01") {
+    args.insert(args.end(), {"--metrics-url", "http://127.0.0.1:0"});
+  }
   if (given("--uds-path") == "\x01") {
     args.insert(args.end(), {"--uds-path", socket_path_});
   } else {
@@ -80,7 +83,7 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
   // Read stdout until both addresses are printed (or 20 s pass).
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (tcp_.empty() || uds_.empty()) {
+  while (tcp_.empty() || uds_.empty() || rest_.empty()) {
     pollfd p{out_pipe[0], POLLIN, 0};
     if (std::chrono::steady_clock::now() > deadline) Die("manager did not start: " + text);
     if (poll(&p, 1, 200) <= 0) continue;
@@ -88,13 +91,15 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
     const ssize_t n = read(out_pipe[0], buf, sizeof(buf));
     if (n <= 0) Die("manager exited during start: " + text);
     text.append(buf, static_cast<size_t>(n));
-    for (const char* prefix : {"listening on unix:", "listening on tcp://"}) {
+    const std::pair<const char*, std::string*> lines[] = {
+        {"listening on unix:", &uds_}, {"listening on tcp://", &tcp_}, {"rest api on ", &rest_}};
+    for (const auto& [prefix, out] : lines) {
       const size_t at = text.find(prefix);
       if (at == std::string::npos) continue;
-      const size_t begin = at + std::strlen("listening on ");
+      const size_t begin = at + std::string_view(prefix).rfind(' ') + 1;
       const size_t end = text.find_first_of(" \n", begin);
       if (end == std::string::npos) continue;
-      (prefix[13] == 'u' ? uds_ : tcp_) = text.substr(begin, end - begin);
+      *out = text.substr(begin, end - begin);
     }
   }
   // Keep draining stdout so the manager never blocks on a full pipe.

@@ -20,8 +20,9 @@ class ManagerProcess {
   explicit ManagerProcess(std::vector<std::string> extra_args = {});
   ~ManagerProcess();  // SIGKILL if still running
 
-  const std::string& uds() const { return uds_; }  // "unix:/tmp/..."
-  const std::string& tcp() const { return tcp_; }  // "tcp://127.0.0.1:PORT"
+  const std::string& uds() const { return uds_; }    // "unix:/tmp/..."
+  const std::string& tcp() const { return tcp_; }    // "tcp://127.0.0.1:PORT"
+  const std::string& rest() const { return rest_; }  // "http://127.0.0.1:PORT"
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return pid_; }
 
@@ -34,6 +35,7 @@ class ManagerProcess {
   std::string socket_path_;
   std::string uds_;
   std::string tcp_;
+  std::string rest_;
 };
 
 // Runs `argv` (no shell), feeding `input` on stdin; returns the exit status and

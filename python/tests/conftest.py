@@ -30,22 +30,28 @@ class Manager:
         self.proc: subprocess.Popen | None = None
         self.uds = ""
         self.tcp = ""
+        self.rest = ""
         self.start()
 
     def start(self) -> None:
         args = [SERVER_BIN, "--uds-path", self.socket_path, "--listen", "127.0.0.1:0",
                 "--log-level", "warn"]
+        if "--metrics-url" not in self.extra:
+            args += ["--metrics-url", "http://127.0.0.1:0"]
         if "--dram-size" not in self.extra:
             args += ["--dram-size", "128MiB"]
         self.proc = subprocess.Popen(args + self.extra, stdout=subprocess.PIPE, text=True)
-        self.uds = self.tcp = ""
+        self.uds = self.tcp = self.rest = ""
         deadline = time.time() + 20
         text = ""
-        while not (self.uds and self.tcp):
+        while not (self.uds and self.tcp and self.rest):
             if time.time() > deadline or self.proc.poll() is not None:
                 raise RuntimeError(f"manager did not start: {text}")
             line = self.proc.stdout.readline()
             text += line
+            r = re.match(r"rest api on (\S+)", line)
+            if r:
+                self.rest = r.group(1)
             m = re.match(r"listening on (\S+)", line)
             if m:
                 addr = m.group(1)

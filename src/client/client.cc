@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
 
@@ -52,6 +53,78 @@ void FillAll(std::vector<R>& out, size_t from, size_t to, const Status& st) {
 
 }  // namespace
 
+// Client-side figures of the batch calls, reported to the manager about once a
+// second (posted, no reply awaited) for its memcache_bandwidth_* metrics.
+class TransferStats {
+ public:
+  enum Op { kBatchPut = 0, kBatchGet = 1, kBatchExist = 2 };
+  void Record(Op op, uint64_t bytes, double seconds) {
+    Accum& a = ops_[op];
+    a.window_bytes += bytes;
+    a.window_seconds += seconds;
+    a.latencies.push_back(seconds);
+    a.cum_bytes += bytes;
+    a.cum_seconds += seconds;
+    a.used = true;
+  }
+  // A report when the window is a second old (the window then restarts).
+  bool Due(int64_t now_ns) {
+    if (window_start_ns_ == 0) window_start_ns_ = now_ns;
+    return now_ns - window_start_ns_ >= 1'000'000'000;
+  }
+  proto::ReportMetricsRequest TakeReport(uint32_t rank, int64_t now_ns) {
+    proto::ReportMetricsRequest req;
+    req.rank = rank;
+    const double wall = std::max(1e-9, (now_ns - window_start_ns_) / 1e9);
+    for (int i = 0; i < 3; ++i) {
+      Accum& a = ops_[i];
+      if (!a.used) continue;
+      proto::OpWindow w;
+      w.op = static_cast<uint8_t>(i);
+      w.window_bytes = a.window_bytes;
+      w.window_duration_ms = static_cast<uint64_t>(a.window_seconds * 1000);
+      w.bytes_per_sec = a.window_bytes / wall;
+      if (!a.latencies.empty()) {
+        std::vector<double>& v = a.latencies;
+        std::sort(v.begin(), v.end());
+        auto pct = [&](double p) {
+          return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+        };
+        w.p50_s = pct(0.50);
+        w.p90_s = pct(0.90);
+        w.p99_s = pct(0.99);
+        w.avg_s = a.window_seconds / v.size();
+      }
+      w.cum_bytes = a.cum_bytes;
+      w.cum_duration_ms = static_cast<uint64_t>(a.cum_seconds * 1000);
+      req.ops.push_back(w);
+      a.window_bytes = 0;
+      a.window_seconds = 0;
+      a.latencies.clear();
+    }
+    window_start_ns_ = now_ns;
+    return req;
+  }
+
+ private:
+  struct Accum {
+    uint64_t window_bytes = 0;
+    double window_seconds = 0;
+    std::vector<double> latencies;
+    uint64_t cum_bytes = 0;
+    double cum_seconds = 0;
+    bool used = false;
+  };
+  std::array<Accum, 3> ops_;
+  int64_t window_start_ns_ = 0;
+};
+
+int64_t MonoNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 class Client::Impl {
  public:
   Impl(proto::Address address, const ClientOptions& options) : conn(std::move(address), options) {}
@@ -59,6 +132,19 @@ class Client::Impl {
   Connection conn;
   std::string body;
   std::string reply;
+  TransferStats stats;
+  uint32_t rank = 0;
+
+  // Records one batch call and, about once a second, posts the report.
+  void Account(TransferStats::Op op, uint64_t bytes, int64_t start_ns) {
+    const int64_t now = MonoNanos();
+    stats.Record(op, bytes, (now - start_ns) / 1e9);
+    if (!stats.Due(now)) return;
+    std::string report;
+    Writer w(&report);
+    stats.TakeReport(rank, now).Encode(w);
+    (void)conn.Post(Opcode::kReportMetrics, report);
+  }
 
   Status Call(Opcode op) { return conn.Call(op, body, &reply); }
   Writer Begin() {
@@ -88,6 +174,7 @@ Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,
   Result<proto::Address> addr = proto::ParseAddress(address);
   if (!addr.ok()) return addr.status();
   auto impl = std::make_unique<Impl>(*addr, options);
+  impl->rank = options.rank;
   if (Status st = impl->conn.Open(); !st.ok()) return st;
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -287,6 +374,7 @@ void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_vie
 std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string_view tenant,
                                      bool upsert) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  const int64_t start = MonoNanos();
   std::vector<Status> out(items.size());
   size_t i = 0;
   while (i < items.size()) {
@@ -310,6 +398,9 @@ std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string
     impl_->BatchPutChunk(items.subspan(i, j - i), tenant, upsert, out.data() + i);
     i = j;
   }
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < items.size(); ++k) bytes += out[k].ok() ? items[k].size : 0;
+  impl_->Account(TransferStats::kBatchPut, bytes, start);
   return out;
 }
 
@@ -422,6 +513,7 @@ size_t Client::Impl::BatchGetInline(std::span<const GetItem> items, std::string_
 std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
                                              std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  const int64_t start = MonoNanos();
   std::vector<Result<size_t>> out(items.size(), Result<size_t>(size_t{0}));
   size_t i = 0;
   while (i < items.size()) {
@@ -433,6 +525,9 @@ std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
       i += impl_->BatchGetInline(items.subspan(i, n), tenant, out, i);
     }
   }
+  uint64_t bytes = 0;
+  for (const auto& r : out) bytes += r.ok() ? *r : 0;
+  impl_->Account(TransferStats::kBatchGet, bytes, start);
   return out;
 }
 
@@ -511,8 +606,11 @@ Status Client::Exist(std::string_view key, std::string_view tenant) {
 std::vector<Status> Client::BatchExist(std::span<const std::string_view> keys,
                                        std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->KeyBatch<Status>(Opcode::kBatchExist, keys, tenant,
-                                 [](Reader&) { return Status::Ok(); });
+  const int64_t start = MonoNanos();
+  std::vector<Status> out = impl_->KeyBatch<Status>(Opcode::kBatchExist, keys, tenant,
+                                                    [](Reader&) { return Status::Ok(); });
+  impl_->Account(TransferStats::kBatchExist, 0, start);
+  return out;
 }
 
 Result<ObjectInfo> Client::Query(std::string_view key, std::string_view tenant) {

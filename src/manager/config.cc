@@ -102,6 +102,8 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   CLI::App app{"tierkv-server: the tierkv manager (tiered KV-cache store)", "tierkv-server"};
   app.set_version_flag("--version", kVersion);
   app.set_config("--config", "", "read options from a TOML or INI file")->check(CLI::ExistingFile);
+  // Dotted keys such as ock.mmc.metrics.tls.enable are option names, not sections.
+  app.get_config_formatter_base()->parentSeparator('\x1f');
   app.option_defaults()->always_capture_default();
   app.add_option("--dram-size", dram_size, "DRAM pool size (units: kb, mb, gb, KiB, ...)");
   app.add_option("--uds-path", c.server.uds_path, "Unix socket for same-host clients ('' = off)");
@@ -128,6 +130,23 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--shards", c.store.shards, "object index shards (power of two, <= 256)");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off");
   app.add_option("--node-id", c.node_id, "this manager's identity (default: the host name)");
+  app.add_option("--data-dir", c.data_dir,
+                 "directory for persisted state such as /metadata ('' = memory only)");
+  RestOptions& rest = c.rest;
+  std::string max_body = "8MiB";
+  app.add_option("--metrics-url,--ock.mmc.meta_service.metrics_url", rest.url,
+                 "REST admin API address, http://HOST:PORT (port 0 picks one)");
+  app.add_option("--metrics-per-rank", rest.per_rank,
+                 "also export per-rank series and summary fields");
+  app.add_option("--metrics-max-body", max_body, "largest REST request body accepted");
+  app.add_option("--metrics-tls,--ock.mmc.metrics.tls.enable", rest.tls,
+                 "serve the REST API over TLS, requiring client certificates when a CA is set");
+  app.add_option("--metrics-tls-cert,--ock.mmc.metrics.tls.cert_path", rest.tls_cert,
+                 "server certificate (PEM)");
+  app.add_option("--metrics-tls-key,--ock.mmc.metrics.tls.key_path", rest.tls_key,
+                 "server private key (PEM)");
+  app.add_option("--metrics-tls-ca,--ock.mmc.metrics.tls.ca_path", rest.tls_ca,
+                 "CA certificate (PEM) that client certificates must be signed by (mTLS)");
   int dp_rank = -1;
   app.add_option("--dp-rank", dp_rank, "dp_rank of KV events (default: --rank)");
   events::PublisherOptions& ev = c.events;
@@ -176,6 +195,20 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return st;
   }
   if (Status st = Validate(c, uds_mode, max_frame); !st.ok()) return st;
+  if (Status st = SizeOption("metrics-max-body", max_body, &c.rest.max_body_bytes); !st.ok()) {
+    return st;
+  }
+  if (c.rest.url.rfind("http://", 0) != 0 && c.rest.url.rfind("https://", 0) != 0) {
+    return InvalidArgument("--metrics-url must start with http:// or https://, got '" + c.rest.url +
+                           "'");
+  }
+  if (c.rest.tls && (c.rest.tls_cert.empty() || c.rest.tls_key.empty())) {
+    return InvalidArgument(
+        "--metrics-tls needs --metrics-tls-cert and --metrics-tls-key "
+        "(ock.mmc.metrics.tls.cert_path / key_path)");
+  }
+  c.rest.rank = c.server.rank;
+  c.rest.events_queue_capacity = c.events.queue_capacity;
   if (c.node_id.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "events/publisher.h"
+#include "http/rest_server.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "tierkv/status.h"
@@ -24,6 +25,8 @@ struct ManagerConfig {
   ServerOptions server;
   bool kv_events = false;  // --kv-events-endpoint given
   events::PublisherOptions events;
+  std::string data_dir;  // persisted state (metadata); empty: memory only
+  RestOptions rest;
 };
 
 // The embedded defaults (what `tierkv-server` with no flags runs with).

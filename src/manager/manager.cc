@@ -17,6 +17,12 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     m->store_->AddObserver(m->publisher_.get());
   }
   m->server_ = std::make_unique<Server>(config.server, m->store_.get());
+  Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(config.data_dir);
+  if (!meta.ok()) return meta.status();
+  m->metadata_ = std::move(*meta);
+  m->rest_ = std::make_unique<RestServer>(
+      config.rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), &m->ha_,
+                            m->metadata_.get()});
   return m;
 }
 
@@ -30,6 +36,10 @@ Status Manager::Start() {
     Stop();
     return st;
   }
+  if (Status st = rest_->Start(); !st.ok()) {
+    Stop();
+    return st;
+  }
   store_->Start();
   started_ = true;
   return Status::Ok();
@@ -37,6 +47,7 @@ Status Manager::Start() {
 
 void Manager::Stop() {
   if (server_) server_->Stop();
+  if (rest_) rest_->Stop();
   if (store_) store_->Stop();
   if (publisher_) publisher_->Stop();
   started_ = false;

@@ -14,7 +14,10 @@
 #include <string>
 
 #include "events/publisher.h"
+#include "http/ha_state.h"
+#include "http/rest_server.h"
 #include "manager/config.h"
+#include "meta/metadata_store.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -36,6 +39,7 @@ class Manager {
   Server& server() { return *server_; }
   // Null unless --kv-events-endpoint is set.
   events::KvEventPublisher* publisher() { return publisher_.get(); }
+  RestServer& rest() { return *rest_; }
 
  private:
   explicit Manager(const ManagerConfig& config) : config_(config) {}
@@ -44,6 +48,9 @@ class Manager {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<events::KvEventPublisher> publisher_;
+  std::unique_ptr<MetadataStore> metadata_;
+  StandaloneHaState ha_;
+  std::unique_ptr<RestServer> rest_;
   bool started_ = false;
 };
 

@@ -50,6 +50,8 @@ std::string_view OpcodeName(uint16_t opcode) {
       return "batch_query";
     case Opcode::kBatchRemove:
       return "batch_remove";
+    case Opcode::kReportMetrics:
+      return "report_metrics";
     case Opcode::kFatal:
       return "fatal";
   }

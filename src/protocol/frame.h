@@ -50,6 +50,7 @@ enum class Opcode : uint16_t {
   kBatchExist = 26,
   kBatchQuery = 27,
   kBatchRemove = 28,
+  kReportMetrics = 29,  // client-side bandwidth/latency figures, for /metrics
   // Sent by the manager, request_id 0, just before it closes a connection whose
   // byte stream it can no longer trust (bad magic, version, oversize length).
   kFatal = 0xFFFF,

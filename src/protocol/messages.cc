@@ -1,5 +1,7 @@
 #include "protocol/messages.h"
 
+#include <cstring>
+
 namespace tierkv::proto {
 namespace {
 
@@ -174,6 +176,60 @@ Status BatchPutRequest::Decode(Reader& r, uint32_t max_batch) {
     it.value = r.Str();
   }
   return r.Finish("batch_put");
+}
+
+namespace {
+
+uint64_t Bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof(u));
+  return u;
+}
+
+double FromBits(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, sizeof(d));
+  return d;
+}
+
+}  // namespace
+
+void ReportMetricsRequest::Encode(Writer& w) const {
+  w.U32(rank);
+  w.U8(static_cast<uint8_t>(ops.size()));
+  for (const OpWindow& o : ops) {
+    w.U8(o.op);
+    w.U64(o.window_bytes);
+    w.U64(o.window_duration_ms);
+    w.U64(Bits(o.bytes_per_sec));
+    w.U64(Bits(o.p50_s));
+    w.U64(Bits(o.p90_s));
+    w.U64(Bits(o.p99_s));
+    w.U64(Bits(o.avg_s));
+    w.U64(o.cum_bytes);
+    w.U64(o.cum_duration_ms);
+  }
+}
+
+Status ReportMetricsRequest::Decode(Reader& r) {
+  rank = r.U32();
+  const uint8_t n = r.U8();
+  if (n > 3) return Status(Code::kProtocolError, "report_metrics: more than 3 operations");
+  ops.resize(n);
+  for (OpWindow& o : ops) {
+    o.op = r.U8();
+    o.window_bytes = r.U64();
+    o.window_duration_ms = r.U64();
+    o.bytes_per_sec = FromBits(r.U64());
+    o.p50_s = FromBits(r.U64());
+    o.p90_s = FromBits(r.U64());
+    o.p99_s = FromBits(r.U64());
+    o.avg_s = FromBits(r.U64());
+    o.cum_bytes = r.U64();
+    o.cum_duration_ms = r.U64();
+    if (o.op > 2) return Status(Code::kProtocolError, "report_metrics: unknown operation");
+  }
+  return r.Finish("report_metrics");
 }
 
 void EncodeAllocReply(Writer& w, const AllocReply& a) {

@@ -141,6 +141,24 @@ struct BatchPutRequest {
   Status Decode(Reader& r, uint32_t max_batch);
 };
 
+// Client-side figures of one operation over the last report window.
+struct OpWindow {
+  uint8_t op = 0;                                     // 0 batch_put, 1 batch_get, 2 batch_exist
+  uint64_t window_bytes = 0;                          // bytes moved in the window
+  uint64_t window_duration_ms = 0;                    // summed call durations in the window
+  double bytes_per_sec = 0;                           // window bytes / window wall time
+  double p50_s = 0, p90_s = 0, p99_s = 0, avg_s = 0;  // call latencies
+  uint64_t cum_bytes = 0;                             // since the client started
+  uint64_t cum_duration_ms = 0;
+};
+
+struct ReportMetricsRequest {
+  uint32_t rank = 0;
+  std::vector<OpWindow> ops;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
 // Small fixed replies and ObjectInfo, written and read field by field.
 void EncodeAllocReply(Writer& w, const AllocReply& a);
 AllocReply DecodeAllocReply(Reader& r);

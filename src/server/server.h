@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/client_metrics.h"
 #include "store/store.h"
 #include "tierkv/status.h"
 
@@ -74,6 +75,9 @@ class Server {
   ServerStats Stats() const;
   const ServerOptions& options() const { return options_; }
 
+  // What clients reported about their transfers (for /metrics).
+  ClientMetrics& client_metrics() { return client_metrics_; }
+
   // Used by sessions.
   void CountRequest() { requests_.fetch_add(1, std::memory_order_relaxed); }
   void CountProtocolError() { protocol_errors_.fetch_add(1, std::memory_order_relaxed); }
@@ -107,6 +111,7 @@ class Server {
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> protocol_errors_{0};
   std::atomic<uint64_t> requests_{0};
+  ClientMetrics client_metrics_;
 };
 
 }  // namespace tierkv

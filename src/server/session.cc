@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/tracer.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 #include "protocol/socket_io.h"
@@ -94,7 +95,56 @@ Status Session::RequireShm(std::string_view op) const {
                                          "clients map; over TCP use put/get with inline bytes");
 }
 
+namespace {
+
+// The latency tracepoint of each request kind, named after the REST contract's
+// operations (a lease is a get, a commit an update_state).
+Tracepoint* TracepointFor(uint16_t opcode) {
+  static Tracepoint* const kPoints[] = {
+      nullptr,
+      Tracer::Global().Get("TP_MMC_META_HELLO"),
+      Tracer::Global().Get("TP_MMC_META_ALLOC"),
+      Tracer::Global().Get("TP_MMC_META_UPDATE_STATE"),
+      Tracer::Global().Get("TP_MMC_META_ABORT"),
+      Tracer::Global().Get("TP_MMC_META_PUT"),
+      Tracer::Global().Get("TP_MMC_META_GET"),
+      Tracer::Global().Get("TP_MMC_META_RELEASE"),
+      Tracer::Global().Get("TP_MMC_META_GET_INLINE"),
+      Tracer::Global().Get("TP_MMC_META_EXIST_KEY"),
+      Tracer::Global().Get("TP_MMC_META_QUERY"),
+      Tracer::Global().Get("TP_MMC_META_REMOVE"),
+      Tracer::Global().Get("TP_MMC_META_REMOVE_ALL"),
+      Tracer::Global().Get("TP_MMC_META_GET_ALL_KEYS"),
+  };
+  static Tracepoint* const kBatch[] = {
+      Tracer::Global().Get("TP_MMC_META_BATCH_ALLOC"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_UPDATE_STATE"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_GET"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_RELEASE"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_PUT"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_GET_INLINE"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_EXIST_KEY"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_QUERY"),
+      Tracer::Global().Get("TP_MMC_META_BATCH_REMOVE"),
+      Tracer::Global().Get("TP_MMC_META_REPORT_METRICS"),
+  };
+  if (opcode >= 1 && opcode < std::size(kPoints)) return kPoints[opcode];
+  if (opcode >= 20 && opcode < 20 + std::size(kBatch)) return kBatch[opcode - 20];
+  return nullptr;
+}
+
+}  // namespace
+
 Status Session::Dispatch(const proto::FrameHeader& h, std::string_view body) {
+  Tracepoint* tp = TracepointFor(h.opcode);
+  if (tp == nullptr) return DispatchOp(h, body);
+  TraceScope scope(tp);
+  Status st = DispatchOp(h, body);
+  scope.End(st.ok() || st.code() == Code::kNotFound);
+  return st;
+}
+
+Status Session::DispatchOp(const proto::FrameHeader& h, std::string_view body) {
   switch (static_cast<Opcode>(h.opcode)) {
     case Opcode::kHello:
       return Hello(body);
@@ -131,6 +181,13 @@ Status Session::Dispatch(const proto::FrameHeader& h, std::string_view body) {
     case Opcode::kBatchQuery:
     case Opcode::kBatchRemove:
       return BatchKeys(static_cast<Opcode>(h.opcode), body);
+    case Opcode::kReportMetrics: {
+      Reader r(body);
+      proto::ReportMetricsRequest req;
+      if (Status st = req.Decode(r); !st.ok()) return st;
+      server_->client_metrics().Report(req, store_->clock()->NowUnixMillis());
+      return Status::Ok();
+    }
     case Opcode::kFatal:
       break;
   }

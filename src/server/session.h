@@ -37,7 +37,8 @@ class Session {
  private:
   // Handlers: decode `body`, execute, fill reply_ (body only); return the
   // top-level status (non-OK replaces the body with the error message).
-  Status Dispatch(const proto::FrameHeader& h, std::string_view body);
+  Status Dispatch(const proto::FrameHeader& h, std::string_view body);  // traced
+  Status DispatchOp(const proto::FrameHeader& h, std::string_view body);
   Status Hello(std::string_view body);
   Status Alloc(std::string_view body);
   Status IdCall(proto::Opcode op, std::string_view body);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <set>
 
 #include "store/store_internal.h"
 
@@ -313,6 +314,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
+  get_hits_dram_.fetch_add(1, std::memory_order_relaxed);
   TouchLocked(shard, *it);
   return LeaseGrant{id, blob.extent.offset, blob.size, deadline};
 }
@@ -445,13 +447,7 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
   return st;
 }
 
-Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view tenant,
-                                         bool force) {
-  Status st = ValidateTenant(tenant);
-  if (!st.ok()) {
-    op_stats_.Record(Op::kRemoveAll, st.code(), caller.rank);
-    return st;
-  }
+RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
   RemoveAllResult out;
   for (auto& shard_ptr : shards_) {
     Shard& shard = *shard_ptr;
@@ -485,8 +481,67 @@ Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view 
     out.cleared = true;
     for (ReplicaObserver* o : observers_) o->OnTenantCleared(tenant);
   }
+  return out;
+}
+
+Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view tenant,
+                                         bool force) {
+  Status st = ValidateTenant(tenant);
+  if (!st.ok()) {
+    op_stats_.Record(Op::kRemoveAll, st.code(), caller.rank);
+    return st;
+  }
+  RemoveAllResult out = RemoveTenant(tenant, force);
   op_stats_.Record(Op::kRemoveAll, Code::kOk, caller.rank);
   return out;
+}
+
+Result<RemoveAllResult> Store::RemoveAllTenants(const Caller& caller, bool force) {
+  std::set<std::string> tenants;
+  for (auto& shard_ptr : shards_) {
+    std::lock_guard<std::mutex> lock(shard_ptr->mu);
+    for (const auto& kv : shard_ptr->map) tenants.emplace(TenantOf(kv.first));
+  }
+  RemoveAllResult total;
+  for (const std::string& t : tenants) {
+    const RemoveAllResult r = RemoveTenant(t, force);
+    total.removed += r.removed;
+    total.skipped += r.skipped;
+  }
+  total.cleared = total.skipped == 0 && total.removed > 0;
+  op_stats_.Record(Op::kRemoveAll, Code::kOk, caller.rank);
+  return total;
+}
+
+size_t Store::CountReadable(std::string_view tenant, std::span<const std::string> keys) const {
+  size_t n = 0;
+  for (const std::string& key : keys) {
+    if (!ValidateTenant(tenant).ok() || !ValidateKey(key).ok()) continue;
+    const std::string composite = Composite(tenant, key);
+    Shard& shard = *shards_[ShardIndex(composite)];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(composite);
+    n += it != shard.map.end() && it->second.current ? 1 : 0;
+  }
+  return n;
+}
+
+size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> keys) {
+  size_t n = 0;
+  for (const std::string& key : keys) {
+    if (!ValidateTenant(tenant).ok() || !ValidateKey(key).ok()) continue;
+    const std::string composite = Composite(tenant, key);
+    Shard& shard = ShardFor(composite);
+    int64_t last_access = 0;
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      auto it = shard.map.find(composite);
+      if (it == shard.map.end() || !it->second.current) continue;
+      last_access = it->second.last_access;
+    }
+    n += EvictVictim(Victim{last_access, ShardIndex(composite), composite}) ? 1 : 0;
+  }
+  return n;
 }
 
 Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::string_view tenant,
@@ -553,6 +608,8 @@ StoreStats Store::Stats() const {
   s.eviction_rounds = eviction_rounds_.load(std::memory_order_relaxed);
   s.revoked_allocs = revoked_allocs_.load(std::memory_order_relaxed);
   s.expired_leases = expired_leases_.load(std::memory_order_relaxed);
+  s.get_hits_dram = get_hits_dram_.load(std::memory_order_relaxed);
+  s.evicting = evicting_.load(std::memory_order_relaxed) > 0;
   s.dram = dram_->Stats();
   return s;
 }

@@ -118,6 +118,8 @@ struct StoreStats {
   uint64_t eviction_rounds = 0;
   uint64_t revoked_allocs = 0;
   uint64_t expired_leases = 0;
+  uint64_t get_hits_dram = 0;  // leases granted on a DRAM replica
+  bool evicting = false;       // an eviction round is running now
   AllocatorStats dram;
 };
 
@@ -175,6 +177,9 @@ class Store {
   // in-flight puts are skipped. Announces OnTenantCleared only when something was
   // removed and nothing skipped. `remove_all`.
   Result<RemoveAllResult> RemoveAll(const Caller& caller, std::string_view tenant, bool force);
+  // RemoveAll for every tenant (the REST contract's DELETE /all_keys), counted
+  // as one remove_all call. Announces OnTenantCleared per tenant emptied.
+  Result<RemoveAllResult> RemoveAllTenants(const Caller& caller, bool force);
   // Readable keys of `tenant` starting with `prefix`, sorted, at most `limit`
   // (0 = no limit). `get_all_keys`.
   Result<std::vector<std::string>> ListKeys(const Caller& caller, std::string_view tenant,
@@ -193,6 +198,14 @@ class Store {
                                              std::span<const std::string_view> keys);
   std::vector<Status> BatchRemove(const Caller& caller, std::string_view tenant,
                                   std::span<const std::string_view> keys);
+
+  // --- Operator actions (REST /memory/*); not counted as client operations ---
+  // How many of `keys` are readable now.
+  size_t CountReadable(std::string_view tenant, std::span<const std::string> keys) const;
+  // Evicts the given keys' unleased readable replicas (one tier down; with no
+  // lower tier that drops them), announced with cause kEvicted and counted as
+  // evictions. Returns how many were evicted.
+  size_t EvictKeys(std::string_view tenant, std::span<const std::string> keys);
 
   // --- Sessions and maintenance ---------------------------------------------
   // A client session ended: frees ranges quarantined for it. Call after aborting
@@ -245,6 +258,7 @@ class Store {
   Status ReleaseLocked(Shard& shard, uint64_t lease_id);
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);
+  RemoveAllResult RemoveTenant(std::string_view tenant, bool force);  // uncounted
 
   // Helpers for blobs and entries; shard lock held.
   void RetireLocked(Shard& shard, std::unique_ptr<Blob> blob);
@@ -282,6 +296,8 @@ class Store {
   std::atomic<uint64_t> eviction_rounds_{0};
   std::atomic<uint64_t> revoked_allocs_{0};
   std::atomic<uint64_t> expired_leases_{0};
+  std::atomic<uint64_t> get_hits_dram_{0};
+  std::atomic<int> evicting_{0};
 
   std::mutex maint_mu_;
   std::condition_variable maint_cv_;

@@ -2,6 +2,7 @@
 // LRU eviction rounds, lease/grant expiry, quarantine, and the maintenance thread.
 #include <algorithm>
 
+#include "common/tracer.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 
@@ -13,9 +14,24 @@ constexpr size_t kVictimsPerShard = 8;
 // How far up from the tail a shard is searched for unleased candidates.
 constexpr size_t kMaxTailScan = 64;
 
+// Marks an eviction round as running (memcache_evict_running).
+class EvictingScope {
+ public:
+  explicit EvictingScope(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+  ~EvictingScope() { n_.fetch_sub(1); }
+
+ private:
+  std::atomic<int>& n_;
+};
+
 }  // namespace
 
-void Store::FreeExtent(const Extent& extent, uint64_t requested) { dram_->Free(extent, requested); }
+void Store::FreeExtent(const Extent& extent, uint64_t requested) {
+  static Tracepoint* const tp = Tracer::Global().Get("TP_MMC_META_FREE");
+  TraceScope scope(tp);
+  dram_->Free(extent, requested);
+  scope.End(true);
+}
 
 Result<Extent> Store::AllocateSpace(uint64_t size) {
   const uint64_t capacity = dram_->capacity();
@@ -47,6 +63,7 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
     std::vector<Victim> victims = GatherVictims();
     if (victims.empty()) break;
     eviction_rounds_.fetch_add(1, std::memory_order_relaxed);
+    EvictingScope evicting(evicting_);
     bool progress = false;
     for (const Victim& v : victims) {
       progress |= EvictVictim(v);
@@ -120,6 +137,7 @@ size_t Store::EvictDownTo(uint64_t target_used) {
     std::vector<Victim> victims = GatherVictims();
     if (victims.empty()) break;
     eviction_rounds_.fetch_add(1, std::memory_order_relaxed);
+    EvictingScope evicting(evicting_);
     size_t round = 0;
     for (const Victim& v : victims) {
       if (dram_->allocated_bytes() <= target_used) break;

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   if (!m.server().tcp_address().empty()) {
     std::printf("listening on %s\n", m.server().tcp_address().c_str());
   }
+  std::printf("rest api on %s\n", m.rest().url().c_str());
   if (config->kv_events) {
     std::printf("kv events on %s\n", config->events.endpoint.c_str());
     if (!config->events.replay_endpoint.empty()) {

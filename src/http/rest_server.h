@@ -1,0 +1,107 @@
+// RestServer: the REST admin API of shared/seeds/rest-admin-api.zh.txt (all 27
+// endpoints) over cpp-httplib, optionally with mutual TLS.
+//
+// Every business error answers HTTP 200 with
+//   {"success": false, "error_message": <real cause>, "timestamp": <ms now>}
+// (application/json; charset=utf-8); unknown paths (404), wrong methods (405),
+// oversize bodies (413) and URIs (414) get the same body. Handlers never run
+// long store work themselves: /memory/evict and /memory/prefetch hand it to a
+// background worker and answer at once.
+//
+// Thread-safety: Start/Stop from one thread; requests are served by httplib's
+// worker threads, each handler only reads thread-safe sources.
+#ifndef TIERKV_HTTP_REST_SERVER_H_
+#define TIERKV_HTTP_REST_SERVER_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "events/publisher.h"
+#include "http/ha_state.h"
+#include "http/metrics_text.h"
+#include "meta/metadata_store.h"
+#include "server/server.h"
+#include "store/store.h"
+#include "tierkv/status.h"
+
+namespace httplib {
+class Server;
+class Request;
+class Response;
+}  // namespace httplib
+
+namespace tierkv {
+
+struct RestOptions {
+  std::string url = "http://127.0.0.1:8000";  // --metrics-url; port 0 picks one
+  bool tls = false;                           // ock.mmc.metrics.tls.enable
+  std::string tls_cert;                       // server certificate (PEM)
+  std::string tls_key;                        // its private key (PEM)
+  std::string tls_ca;                         // CA that client certificates must chain to
+  size_t max_body_bytes = 8 << 20;            // larger request bodies get 413
+  bool per_rank = false;                      // per-rank series and summary fields
+  uint32_t rank = 0;                          // this manager's rank
+  uint64_t events_queue_capacity = 0;         // reported when events are off
+};
+
+// What the API reads and drives. Pointers are not owned; all but `publisher`
+// are required and must outlive the RestServer.
+struct RestDeps {
+  Store* store = nullptr;
+  Server* server = nullptr;                       // client-reported metrics
+  events::KvEventPublisher* publisher = nullptr;  // null when events are off
+  HaStateProvider* ha = nullptr;
+  MetadataStore* metadata = nullptr;
+};
+
+class RestServer {
+ public:
+  RestServer(RestOptions options, RestDeps deps);
+  ~RestServer();
+
+  // Parses the URL, binds and starts serving. Errors: INVALID_ARGUMENT (URL or
+  // TLS files), IO_ERROR (bind failed; the message names the address).
+  Status Start();
+  void Stop();
+
+  // "http://127.0.0.1:8000" with the bound port.
+  std::string url() const;
+
+  // The current figures behind /metrics and /metrics/summary.
+  MetricsSnapshot Snapshot() const;
+
+ private:
+  void Routes();
+  void KeyRoutes();
+  void CapacityRoutes();
+  void MemoryRoutes();
+  void StatusRoutes();
+  void Enqueue(std::function<void()> job);
+  void WorkerLoop();
+  std::vector<SegmentInfo> Segments() const;
+
+  const RestOptions options_;
+  const RestDeps deps_;
+  std::unique_ptr<httplib::Server> http_;
+  std::string scheme_, host_;
+  int port_ = 0;
+  std::thread listener_;
+
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// The uniform error body.
+std::string ErrorBody(const std::string& message, int64_t timestamp_ms);
+
+}  // namespace tierkv
+
+#endif  // TIERKV_HTTP_REST_SERVER_H_
