@@ -221,6 +221,8 @@ def test_overflow_of_a_small_queue_leaves_a_visible_gap():
     c = tierkv.Client(m.uds)
     try:
         join(c, sub)
+        import requests
+        before = requests.get(f"{m.rest}/kv_events/status", timeout=10).json()
         for i in range(0, 20000, 1000):
             c.batch_put([(f"k{j}", b"v") for j in range(i, i + 1000)])
         received = 0
@@ -235,6 +237,19 @@ def test_overflow_of_a_small_queue_leaves_a_visible_gap():
         assert received < 20000, "the queue should have overflowed"
         assert gaps >= 1, "drops must leave a sequence gap"
         assert seqs == sorted(seqs)
+        # The counters account for every event: published + dropped = announced.
+        status = requests.get(f"{m.rest}/kv_events/status", timeout=10).json()
+        assert status["enabled"] and status["publisher_active"]
+        assert status["queue_capacity"] == 16
+        assert status["dropped_events"] > 0
+        assert status["dropped_events"] == status["dropped_stored_events"]
+        assert status["dropped_high_priority_events"] == 0
+        published = status["published_events"] - before["published_events"]
+        assert published == received
+        assert published + status["dropped_events"] - before["dropped_events"] == 20000
+        assert status["last_sequence"] == seqs[-1]
+        metrics = requests.get(f"{m.rest}/metrics", timeout=10).text
+        assert f"memcache_kv_events_dropped_total {status['dropped_events']}" in metrics
     finally:
         c.close()
         sub.close()

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "client/connection.h"
@@ -160,10 +161,17 @@ class Client::Impl {
                         std::string_view tenant, std::string* out);
   void BatchPutChunk(std::span<const PutItem> items, std::string_view tenant, bool upsert,
                      Status* out);
-  void BatchGetShm(std::span<const GetItem> items, std::string_view tenant,
-                   std::vector<Result<size_t>>& out, size_t base);
-  size_t BatchGetInline(std::span<const GetItem> items, std::string_view tenant,
-                        std::vector<Result<size_t>>& out, size_t base);
+  // Receives item `i`'s value (valid only during the call); its status becomes
+  // the item's result.
+  using ValueSink = std::function<Status(size_t i, const char* data, size_t size)>;
+  void BatchGetShm(std::span<const std::string_view> keys, std::string_view tenant,
+                   const ValueSink& sink, std::vector<Status>& out, size_t base);
+  size_t BatchGetInline(std::span<const std::string_view> keys, std::string_view tenant,
+                        const ValueSink& sink, std::vector<Status>& out, size_t base);
+  // Chunks `keys` by the batch limit; `*bytes` (updated by the sink) is
+  // accounted in the transfer statistics.
+  std::vector<Status> BatchGetAll(std::span<const std::string_view> keys, std::string_view tenant,
+                                  const ValueSink& sink, uint64_t* bytes);
   template <typename R, typename Fn>
   std::vector<R> KeyBatch(Opcode op, std::span<const std::string_view> keys,
                           std::string_view tenant, Fn decode_item);
@@ -405,17 +413,19 @@ std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string
 }
 
 // ---------------------------------------------------------------------------
-// Batch gets.
+// Batch gets. Both public forms run the same path: one BATCH_LEASE (shared
+// memory) or BATCH_GET (TCP) per chunk, every value handed to a sink that
+// copies it where the caller wants it.
 
-void Client::Impl::BatchGetShm(std::span<const GetItem> items, std::string_view tenant,
-                               std::vector<Result<size_t>>& out, size_t base) {
+void Client::Impl::BatchGetShm(std::span<const std::string_view> keys, std::string_view tenant,
+                               const ValueSink& sink, std::vector<Status>& out, size_t base) {
   proto::BatchKeysRequest req;
   req.tenant = tenant;
-  for (const GetItem& it : items) req.keys.push_back(it.key);
+  req.keys.assign(keys.begin(), keys.end());
   Writer w = Begin();
   req.Encode(w);
   if (Status st = Call(Opcode::kBatchLease); !st.ok()) {
-    FillAll(out, base, base + items.size(), st);
+    FillAll(out, base, base + keys.size(), st);
     return;
   }
   Reader r(reply);
@@ -423,7 +433,7 @@ void Client::Impl::BatchGetShm(std::span<const GetItem> items, std::string_view 
   std::vector<uint64_t> ids;
   std::vector<size_t> idx;
   int64_t earliest_deadline = INT64_MAX;
-  for (uint32_t i = 0; i < n && i < items.size(); ++i) {
+  for (uint32_t i = 0; i < n && i < keys.size(); ++i) {
     Status st = r.ItemStatus();
     if (!st.ok()) {
       out[base + i] = st;
@@ -431,18 +441,13 @@ void Client::Impl::BatchGetShm(std::span<const GetItem> items, std::string_view 
     }
     const proto::LeaseReply l = proto::DecodeLeaseReply(r);
     if (!r.ok() || l.offset + l.size > conn.pool_size()) break;
-    if (l.size > items[i].capacity) {
-      out[base + i] = SizeMismatch(l.size, items[i].capacity);
-    } else {
-      std::memcpy(items[i].buffer, conn.pool() + l.offset, l.size);
-      out[base + i] = static_cast<size_t>(l.size);
-    }
+    out[base + i] = sink(base + i, reinterpret_cast<const char*>(conn.pool() + l.offset), l.size);
     ids.push_back(l.lease_id);
     idx.push_back(i);
     earliest_deadline = std::min(earliest_deadline, l.deadline_nanos);
   }
-  if (!r.done() || n != items.size()) {
-    FillAll(out, base, base + items.size(),
+  if (!r.done() || n != keys.size()) {
+    FillAll(out, base, base + keys.size(),
             Status(Code::kProtocolError, "malformed batch_lease reply"));
     return;
   }
@@ -468,23 +473,23 @@ void Client::Impl::BatchGetShm(std::span<const GetItem> items, std::string_view 
 }
 
 // Returns how many leading items were answered; the rest hit the reply limit.
-size_t Client::Impl::BatchGetInline(std::span<const GetItem> items, std::string_view tenant,
-                                    std::vector<Result<size_t>>& out, size_t base) {
+size_t Client::Impl::BatchGetInline(std::span<const std::string_view> keys, std::string_view tenant,
+                                    const ValueSink& sink, std::vector<Status>& out, size_t base) {
   proto::BatchKeysRequest req;
   req.tenant = tenant;
-  for (const GetItem& it : items) req.keys.push_back(it.key);
+  req.keys.assign(keys.begin(), keys.end());
   Writer w = Begin();
   req.Encode(w);
   if (Status st = Call(Opcode::kBatchGet); !st.ok()) {
-    FillAll(out, base, base + items.size(), st);
-    return items.size();
+    FillAll(out, base, base + keys.size(), st);
+    return keys.size();
   }
   Reader r(reply);
   const uint32_t n = r.U32();
   // The manager answers RETRY for every item after the one that filled its
   // reply; those are asked for again by the caller's loop.
-  size_t answered = items.size();
-  for (uint32_t i = 0; i < n && i < items.size(); ++i) {
+  size_t answered = keys.size();
+  for (uint32_t i = 0; i < n && i < keys.size(); ++i) {
     Status st = r.ItemStatus();
     if (st.code() == Code::kRetry) {
       answered = std::min<size_t>(answered, i);
@@ -495,71 +500,79 @@ size_t Client::Impl::BatchGetInline(std::span<const GetItem> items, std::string_
       continue;
     }
     std::string_view v = r.Str();
-    if (v.size() > items[i].capacity) {
-      out[base + i] = SizeMismatch(v.size(), items[i].capacity);
-    } else {
-      std::memcpy(items[i].buffer, v.data(), v.size());
-      out[base + i] = v.size();
-    }
+    out[base + i] = sink(base + i, v.data(), v.size());
   }
-  if (!r.done() || n != items.size()) {
-    FillAll(out, base, base + items.size(),
+  if (!r.done() || n != keys.size()) {
+    FillAll(out, base, base + keys.size(),
             Status(Code::kProtocolError, "malformed batch_get reply"));
-    return items.size();
+    return keys.size();
   }
   return std::max<size_t>(answered, 1);
+}
+
+std::vector<Status> Client::Impl::BatchGetAll(std::span<const std::string_view> keys,
+                                              std::string_view tenant, const ValueSink& sink,
+                                              uint64_t* bytes) {
+  const int64_t start = MonoNanos();
+  std::vector<Status> out(keys.size());
+  size_t i = 0;
+  while (i < keys.size()) {
+    const size_t n = std::min<size_t>(MaxBatch(), keys.size() - i);
+    if (conn.shared_memory()) {
+      BatchGetShm(keys.subspan(i, n), tenant, sink, out, i);
+      i += n;
+    } else {
+      i += BatchGetInline(keys.subspan(i, n), tenant, sink, out, i);
+    }
+  }
+  Account(TransferStats::kBatchGet, *bytes, start);
+  return out;
 }
 
 std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
                                              std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  const int64_t start = MonoNanos();
-  std::vector<Result<size_t>> out(items.size(), Result<size_t>(size_t{0}));
-  size_t i = 0;
-  while (i < items.size()) {
-    const size_t n = std::min<size_t>(impl_->MaxBatch(), items.size() - i);
-    if (impl_->conn.shared_memory()) {
-      impl_->BatchGetShm(items.subspan(i, n), tenant, out, i);
-      i += n;
-    } else {
-      i += impl_->BatchGetInline(items.subspan(i, n), tenant, out, i);
-    }
-  }
+  std::vector<std::string_view> keys;
+  keys.reserve(items.size());
+  for (const GetItem& it : items) keys.push_back(it.key);
+  std::vector<size_t> sizes(items.size(), 0);
   uint64_t bytes = 0;
-  for (const auto& r : out) bytes += r.ok() ? *r : 0;
-  impl_->Account(TransferStats::kBatchGet, bytes, start);
+  std::vector<Status> st = impl_->BatchGetAll(
+      keys, tenant,
+      [&](size_t i, const char* data, size_t size) {
+        if (size > items[i].capacity) return SizeMismatch(size, items[i].capacity);
+        std::memcpy(items[i].buffer, data, size);
+        sizes[i] = size;
+        bytes += size;
+        return Status::Ok();
+      },
+      &bytes);
+  std::vector<Result<size_t>> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
+  }
   return out;
 }
 
 std::vector<Result<std::string>> Client::BatchGet(std::span<const std::string_view> keys,
                                                   std::string_view tenant) {
-  // Sizes first (one batch query), then one batch get into right-sized buffers.
-  std::vector<Result<ObjectInfo>> infos = BatchQuery(keys, tenant);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   std::vector<std::string> values(keys.size());
-  std::vector<GetItem> items;
-  std::vector<size_t> idx;
-  std::vector<Result<std::string>> out(keys.size(), Result<std::string>(std::string()));
+  uint64_t bytes = 0;
+  std::vector<Status> st = impl_->BatchGetAll(
+      keys, tenant,
+      [&](size_t i, const char* data, size_t size) {
+        values[i].assign(data, size);
+        bytes += size;
+        return Status::Ok();
+      },
+      &bytes);
+  std::vector<Result<std::string>> out;
+  out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!infos[i].ok()) {
-      out[i] = infos[i].status();
-      continue;
-    }
-    values[i].resize(infos[i]->size);
-    items.push_back({keys[i], values[i].data(), values[i].size()});
-    idx.push_back(i);
-  }
-  std::vector<Result<size_t>> got = BatchGet(items, tenant);
-  for (size_t j = 0; j < idx.size(); ++j) {
-    const size_t i = idx[j];
-    if (got[j].code() == Code::kTooLarge) {
-      // Replaced by a larger value between the query and the get: fetch alone.
-      out[i] = Get(keys[i], tenant);
-    } else if (!got[j].ok()) {
-      out[i] = got[j].status();
-    } else {
-      values[i].resize(*got[j]);
-      out[i] = std::move(values[i]);
-    }
+    out.push_back(st[i].ok() ? Result<std::string>(std::move(values[i]))
+                             : Result<std::string>(st[i]));
   }
   return out;
 }
