@@ -83,5 +83,21 @@ TEST_F(CliTest, LsAndRmOverTcpWithTenants) {
   EXPECT_EQ(out_, "a/2\nb/1\n");
 }
 
+TEST_F(CliTest, RestCommandsShowSummarySegmentsAndKeys) {
+  EXPECT_EQ(Run({"put", "k"}, "value"), 0);
+  EXPECT_EQ(Run({"--rest", manager_.rest(), "stat"}), 0) << err_;
+  EXPECT_NE(out_.find("keys                             1"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("dram_used"), std::string::npos);
+  EXPECT_EQ(Run({"--rest", manager_.rest(), "segments"}), 0) << err_;
+  EXPECT_NE(out_.find("rank-0-dram"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("64.0 MiB"), std::string::npos) << out_;
+  EXPECT_EQ(Run({"--rest", manager_.rest(), "key", "k"}), 0) << err_;
+  EXPECT_NE(out_.find("\"valid\": true"), std::string::npos) << out_;
+  EXPECT_EQ(Run({"--rest", manager_.rest(), "key", "nope"}), 1);
+  EXPECT_NE(err_.find("not found"), std::string::npos) << err_;
+  EXPECT_EQ(Run({"--rest", "http://127.0.0.1:1", "segments"}), 3);
+  EXPECT_NE(err_.find("cannot reach"), std::string::npos) << err_;
+}
+
 }  // namespace
 }  // namespace tierkv

@@ -4,6 +4,7 @@
 //   tierkv ... get KEY [FILE|-]      tierkv ... rm KEY...     tierkv ... ls [PREFIX]
 //   tierkv ... stat KEY              tierkv ... exists KEY
 //   tierkv events [--endpoint tcp://127.0.0.1:5557] [--json] [--count N]
+//   tierkv [--rest URL] stat | segments | key KEY   (read the REST admin API)
 //
 // Exit status: 0 success; 1 the key (or one of the keys) was not found; 2 usage
 // error; 3 any other error (the message names the code and cause).
@@ -18,6 +19,7 @@
 
 #include "tierkv/client.h"
 #include "tools/cli_events.h"
+#include "tools/cli_rest.h"
 
 namespace {
 
@@ -82,8 +84,17 @@ int main(int argc, char** argv) {
   auto* ls = app.add_subcommand("ls", "list keys of the tenant");
   ls->add_option("prefix", prefix, "only keys starting with this");
   ls->add_option("-n,--limit", limit, "at most this many keys (0: all)");
-  auto* stat = app.add_subcommand("stat", "show an object's size, media, leases and group");
-  stat->add_option("key", key, "object key")->required();
+  const char* env_rest = std::getenv("TIERKV_REST");
+  std::string rest_url = env_rest ? env_rest : "http://127.0.0.1:8000";
+  app.add_option("-r,--rest", rest_url, "REST admin API URL (env TIERKV_REST)")
+      ->capture_default_str();
+  auto* stat = app.add_subcommand(
+      "stat",
+      "with KEY: an object's size, media, leases and group; without: the manager's summary");
+  stat->add_option("key", key, "object key (omit for the manager summary, read over REST)");
+  auto* segments = app.add_subcommand("segments", "capacity of each segment (REST)");
+  auto* keycmd = app.add_subcommand("key", "the REST view of one key (/query_key)");
+  keycmd->add_option("key", key, "object key")->required();
   auto* exists = app.add_subcommand("exists", "exit 0 when the key is stored, 1 when not");
   exists->add_option("key", key, "object key")->required();
 
@@ -107,6 +118,9 @@ int main(int argc, char** argv) {
   }
 
   if (*events) return tierkv::cli::RunEvents(ev);
+  if (*stat && key.empty()) return tierkv::cli::RunStatSummary(rest_url);
+  if (*segments) return tierkv::cli::RunSegments(rest_url);
+  if (*keycmd) return tierkv::cli::RunKey(rest_url, key, tenant);
 
   tierkv::ClientOptions options;
   options.client_name = "tierkv-cli";
