@@ -21,7 +21,7 @@ build: deps
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	$(BUILD_DIR)/tierkv-server --kv-events-endpoint tcp://127.0.0.1:5557
+	$(BUILD_DIR)/tierkv-server --kv-events-endpoint tcp://127.0.0.1:5557 --data-dir ./data
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 300

@@ -119,20 +119,23 @@ def replay(ctx: zmq.Context, endpoint: str, since: int, tracker: KvEventTracker)
 
 
 def reconcile(admin: str, tracker: KvEventTracker, backend: str, tenant: str = "default") -> None:
-    """Rebuilds the state of one backend + tenant from the admin API."""
+    """Rebuilds the state of one backend + tenant from the admin API:
+    /get_all_keys lists the keys (one per line), /batch_query_keys tells where
+    each one lives (blobs[].medium: HBM/DRAM are "cpu", SSD is "disk")."""
     import requests
 
-    keys = requests.get(f"{admin}/get_all_keys", timeout=10).json().get("keys", [])
-    tracker.objects[(backend, tenant)] = {}
+    keys = requests.get(f"{admin}/get_all_keys", params={"tenant": tenant},
+                        timeout=10).text.splitlines()
+    state: dict = {}
     for i in range(0, len(keys), 100):
         chunk = keys[i:i + 100]
-        reply = requests.get(f"{admin}/batch_query_keys", params={"keys": ",".join(chunk)},
-                             timeout=10).json()
+        reply = requests.get(f"{admin}/batch_query_keys",
+                             params={"keys": ",".join(chunk), "tenant": tenant}, timeout=10).json()
         for item in reply.get("data", []):
             if item.get("valid"):
-                media = {"disk" if loc.endswith("-ssd") else "cpu"
-                         for loc in item.get("locations", [])} or {"cpu"}
-                tracker.objects[(backend, tenant)][item["key"]] = media
+                state[item["key"]] = {"disk" if b["medium"] == "SSD" else "cpu"
+                                      for b in item.get("blobs", [])}
+    tracker.objects[(backend, tenant)] = state
 
 
 def main() -> int:

@@ -345,6 +345,11 @@ def test_reference_subscriber_tracks_media():
         assert tracker.where("node-a", "default", "b") == set()
         assert tracker.on_message(sub.messages[-1][0] + 5, msgpack.packb([0, [], 0])) == "gap"
         assert tracker.on_message(1, msgpack.packb([0, [], 0])) == "restart"
+        # After the restart the state is rebuilt from the admin API.
+        assert tracker.objects == {}
+        mod.reconcile(m.rest, tracker, "node-a")
+        assert tracker.where("node-a", "default", "a") == {"cpu"}
+        assert tracker.where("node-a", "default", "b") == set()
     finally:
         c.close()
         sub.close()

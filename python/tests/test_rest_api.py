@@ -443,3 +443,36 @@ def test_invalid_rest_configuration_fails_at_start():
         out = subprocess.run([SERVER_BIN, *args],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 2 and fragment in out.stderr
+
+
+def test_openapi_document_matches_the_server(api):
+    from conftest import ROOT
+    m, _ = api
+    doc = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    assert len(doc["paths"]) == 25
+    served = 0
+    for path, methods in doc["paths"].items():
+        for method in methods:
+            r = requests.request(method.upper(), m.rest + path,
+                                 params={"key": "x", "keys": "x", "segment": "x", "job_id": "x"},
+                                 json={"chunk_hashes": []} if method == "post" else None,
+                                 timeout=10)
+            assert r.status_code in (200, 413), (method, path, r.status_code)
+            served += 1
+    assert served == 27  # every endpoint of the contract
+
+
+def test_grafana_dashboard_uses_only_exported_metrics(api):
+    from conftest import ROOT
+    m, c = api
+    deadline = time.time() + 1.2  # make the client-reported families appear too
+    while time.time() < deadline:
+        c.batch_put([("dash/a", b"x")], upsert=True)
+        c.batch_get(["dash/a"])
+    c.batch_exists(["dash/a"])
+    exported = set(re.findall(r"^# TYPE (\S+) ", requests.get(f"{m.rest}/metrics", timeout=10).text,
+                              re.M))
+    dash = json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = {n for e in exprs for n in re.findall(r"memcache_[a-z_]+", e)}
+    assert used and used <= exported, used - exported
