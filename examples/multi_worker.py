@@ -3,8 +3,9 @@
 
 Each worker opens its own Client (clients are not shared across fork), stores
 blocks under shared keys and reads what the others stored. Concurrent puts of
-the same key resolve to one winner; the others see DUPLICATED and use the
-stored value, as engines sharing a prefix cache do.
+the same key resolve to one winner; the others see DUPLICATED (also while the
+winner is still writing) and use the stored value once it is committed, as
+engines sharing a prefix cache do.
 
     /usr/bin/python3 examples/multi_worker.py [unix:/tmp/tierkv.sock] [workers]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sys
+import time
 
 import numpy as np
 
@@ -33,7 +35,14 @@ def worker(address: str, wid: int, results: mp.Queue) -> None:
                 dup += 1
         out = np.empty(BLOCK_BYTES, dtype=np.uint8)
         for b in range(BLOCKS):
-            if c.get_into(f"block/{b}", out) == BLOCK_BYTES and out[0] == b % 251:
+            # DUPLICATED also answers a put racing one still in flight: the
+            # winner's value becomes readable when its writer commits.
+            for _ in range(500):
+                n = c.get_into(f"block/{b}", out)
+                if n is not None:
+                    break
+                time.sleep(0.01)
+            if n == BLOCK_BYTES and out[0] == b % 251:
                 verified += 1
     results.put((wid, stored, dup, verified))
 

@@ -195,57 +195,36 @@ class PyClient {
     return py::int_(*r);
   }
 
+  // Items: (key, buffer), (key, buffer, group_id) or (key, address, length).
   std::vector<ItemStatus> BatchPut(const py::list& items, const py::object& tenant, bool upsert) {
-    std::vector<std::string> keys;
-    std::vector<std::string> groups;
-    std::vector<Buffer> bufs;
-    std::vector<tierkv::PutItem> put;
-    keys.reserve(items.size());
-    groups.reserve(items.size());
-    bufs.reserve(items.size());
-    for (const py::handle& item : items) {
-      py::tuple t = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
-      if (t.size() < 2 || t.size() > 3) {
-        throw py::value_error("batch_put items are (key, value) or (key, value, group_id)");
-      }
-      keys.push_back(KeyOf(t[0]));
-      bufs.emplace_back(t[1], false);
-      groups.push_back(t.size() == 3 && !t[2].is_none() ? t[2].cast<std::string>() : "");
-    }
-    for (size_t i = 0; i < keys.size(); ++i) {
-      put.push_back({keys[i], bufs[i].data(), bufs[i].size(), groups[i]});
-    }
-    const std::string t = TenantOr(tenant);
-    std::vector<Status> res;
-    {
-      py::gil_scoped_release nogil;
-      res = C().BatchPut(put, t, upsert);
-    }
-    std::vector<ItemStatus> out;
-    for (const Status& st : res) out.push_back(ToPy(st));
-    return out;
-  }
-
-  std::vector<ItemStatus> BatchPutFrom(const py::list& items, const py::object& tenant,
-                                       bool upsert) {
-    // items: (key, buffer) or (key, address, length)
-    std::vector<std::string> keys;
+    std::vector<std::string> keys, groups;
     std::vector<std::unique_ptr<Buffer>> bufs;
     std::vector<tierkv::PutItem> put;
     for (const py::handle& item : items) {
-      py::tuple t = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+      if (!py::isinstance<py::tuple>(item)) {
+        throw py::type_error("batch put items are tuples");
+      }
+      py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+      if (t.size() < 2 || t.size() > 3) {
+        throw py::value_error(
+            "batch put items are (key, value), (key, value, group_id) or (key, address, length)");
+      }
       keys.push_back(KeyOf(t[0]));
-      if (t.size() == 3) {
-        put.push_back(
-            {{}, reinterpret_cast<const void*>(t[1].cast<uintptr_t>()), t[2].cast<size_t>(), {}});
-      } else if (t.size() == 2) {
+      const bool raw = t.size() == 3 && py::isinstance<py::int_>(t[1]);
+      if (raw) {
+        put.push_back({{}, reinterpret_cast<const void*>(t[1].cast<uintptr_t>()),
+                       t[2].cast<size_t>(), {}});
+        groups.emplace_back();
+      } else {
         bufs.push_back(std::make_unique<Buffer>(t[1], false));
         put.push_back({{}, bufs.back()->data(), bufs.back()->size(), {}});
-      } else {
-        throw py::value_error("batch_put_from items are (key, buffer) or (key, address, length)");
+        groups.push_back(t.size() == 3 && !t[2].is_none() ? t[2].cast<std::string>() : "");
       }
     }
-    for (size_t i = 0; i < keys.size(); ++i) put[i].key = keys[i];
+    for (size_t i = 0; i < keys.size(); ++i) {
+      put[i].key = keys[i];
+      put[i].group_id = groups[i];
+    }
     const std::string t = TenantOr(tenant);
     std::vector<Status> res;
     {
@@ -509,7 +488,7 @@ PYBIND11_MODULE(_tierkv, m) {
            py::arg("length") = py::none(), py::arg("tenant") = py::none())
       .def("batch_put", &PyClient::BatchPut, py::arg("items"), py::arg("tenant") = py::none(),
            py::arg("upsert") = false)
-      .def("batch_put_from", &PyClient::BatchPutFrom, py::arg("items"),
+      .def("batch_put_from", &PyClient::BatchPut, py::arg("items"),
            py::arg("tenant") = py::none(), py::arg("upsert") = false)
       .def("batch_get", &PyClient::BatchGet, py::arg("keys"), py::arg("tenant") = py::none())
       .def("batch_get_into", &PyClient::BatchGetInto, py::arg("keys"), py::arg("targets"),

@@ -110,3 +110,18 @@ def test_no_leak_over_100k_calls(manager):
     assert sys.getrefcount(target) == rc
     c.remove_all()
     c.close()
+
+
+def test_no_space_and_too_large_from_a_real_manager():
+    m = Manager("--dram-size", "2MiB", "--max-object-bytes", "4MiB")
+    try:
+        with tierkv.Client(m.uds) as c:
+            with pytest.raises(tierkv.NoSpace) as e:
+                c.put("big", b"x" * (3 << 20))  # allowed size, larger than the pool
+            assert e.value.code == 3 and "larger than the DRAM pool" in str(e.value)
+            with pytest.raises(tierkv.TooLarge):
+                c.put("huge", b"x" * (5 << 20))  # over --max-object-bytes
+            c.put("fits", b"y" * 1000)
+            assert c.get("fits") == b"y" * 1000
+    finally:
+        m.close()
