@@ -46,16 +46,12 @@ bool ValidUtf8(std::string_view s) {
 
 }  // namespace
 
-void Encoder::Encode(std::span<const Event> events, int64_t timestamp_ms, std::string* out) const {
-  StringBuffer buf{out};
-  Packer pk(buf);
+Encoder::Encoder(EnvelopeOptions options) : options_(std::move(options)) {
   const EnvelopeOptions& o = options_;
-  pk.pack_array(3);
-  pk.pack_int64(timestamp_ms);
-  pk.pack_array(static_cast<uint32_t>(events.size()));
-  for (const Event& e : events) {
-    const bool per_object = e.type != EventType::kCleared;
-    const bool stored = e.type == EventType::kStored;
+  for (int t = 0; t < kTypes; ++t) {
+    const auto type = static_cast<EventType>(t);
+    const bool per_object = type != EventType::kCleared;
+    const bool stored = type == EventType::kStored;
     uint32_t fields = 11;
     if (o.emit_legacy_compat) fields += 1;  // type
     if (per_object) {
@@ -64,49 +60,98 @@ void Encoder::Encode(std::span<const Event> events, int64_t timestamp_ms, std::s
       if (o.emit_legacy_compat) fields += 1;  // block_hashes
       if (stored) fields += 2 + (o.emit_legacy_compat ? 1 : 0);
     }
-    pk.pack_map(fields);
-    PackStr(pk, "event_id");
+    {
+      StringBuffer buf{&head_[t]};
+      Packer pk(buf);
+      pk.pack_map(fields);
+      PackStr(pk, "event_id");
+    }
+    {
+      StringBuffer buf{&after_timestamp_[t]};
+      Packer pk(buf);
+      PackStr(pk, "event_type");
+      PackStr(pk, EventTypeName(type));
+      PackStr(pk, "model_name");
+      PackOptStr(pk, o.model_name);
+      PackStr(pk, "block_size");
+      if (o.block_size == 0) {
+        pk.pack_nil();
+      } else {
+        pk.pack_uint32(o.block_size);
+      }
+      PackStr(pk, "additional_salt");
+      PackOptStr(pk, o.additional_salt);
+      PackStr(pk, "lora_name");
+      PackOptStr(pk, o.lora_name);
+      PackStr(pk, "tenant_id");
+    }
+    for (int m = 0; m < kMedia; ++m) {
+      StringBuffer buf{&after_tenant_[t][m]};
+      Packer pk(buf);
+      PackStr(pk, "backend_id");
+      PackStr(pk, o.backend_id);
+      PackStr(pk, "medium");
+      if (per_object) {
+        PackStr(pk, WireMedium(static_cast<Medium>(m)));
+      } else {
+        pk.pack_nil();
+      }
+      PackStr(pk, "dp_rank");
+      pk.pack_uint32(o.dp_rank);
+      if (o.emit_legacy_compat) {
+        PackStr(pk, "type");
+        PackStr(pk, LegacyTypeName(type));
+      }
+      if (per_object) PackStr(pk, "group_id");
+    }
+    if (per_object) {
+      StringBuffer buf{&tail_[t]};
+      Packer pk(buf);
+      PackStr(pk, "seq_hashes");
+      pk.pack_array(0);
+      PackStr(pk, "base_block_idx");
+      pk.pack_nil();
+      if (o.emit_legacy_compat) {
+        PackStr(pk, "block_hashes");
+        pk.pack_array(0);
+      }
+      if (stored) {
+        PackStr(pk, "parent_hash");
+        pk.pack_nil();
+        PackStr(pk, "token_ids");
+        pk.pack_nil();
+        if (o.emit_legacy_compat) {
+          PackStr(pk, "parent_block_hash");
+          pk.pack_nil();
+        }
+      }
+    }
+  }
+}
+
+void Encoder::Encode(std::span<const Event> events, int64_t timestamp_ms, std::string* out) const {
+  StringBuffer buf{out};
+  Packer pk(buf);
+  pk.pack_array(3);
+  pk.pack_int64(timestamp_ms);
+  pk.pack_array(static_cast<uint32_t>(events.size()));
+  for (const Event& e : events) {
+    const int t = static_cast<int>(e.type);
+    const int m = e.type == EventType::kCleared ? 0 : static_cast<int>(e.medium);
+    out->append(head_[t]);
     pk.pack_uint64(e.event_id);
     PackStr(pk, "timestamp");
     pk.pack_int64(e.timestamp_ms);
-    PackStr(pk, "event_type");
-    PackStr(pk, EventTypeName(e.type));
-    PackStr(pk, "model_name");
-    PackOptStr(pk, o.model_name);
-    PackStr(pk, "block_size");
-    if (o.block_size == 0) {
-      pk.pack_nil();
-    } else {
-      pk.pack_uint32(o.block_size);
-    }
-    PackStr(pk, "additional_salt");
-    PackOptStr(pk, o.additional_salt);
-    PackStr(pk, "lora_name");
-    PackOptStr(pk, o.lora_name);
-    PackStr(pk, "tenant_id");
+    out->append(after_timestamp_[t]);
     PackStr(pk, e.tenant);
-    PackStr(pk, "backend_id");
-    PackStr(pk, o.backend_id);
-    PackStr(pk, "medium");
-    if (per_object) {
-      PackStr(pk, WireMedium(e.medium));
-    } else {
-      pk.pack_nil();
-    }
-    PackStr(pk, "dp_rank");
-    pk.pack_uint32(o.dp_rank);
-    if (o.emit_legacy_compat) {
-      PackStr(pk, "type");
-      PackStr(pk, LegacyTypeName(e.type));
-    }
-    if (!per_object) continue;
-    PackStr(pk, "group_id");
+    out->append(after_tenant_[t][m]);
+    if (e.type == EventType::kCleared) continue;
     if (e.group_id.empty()) {
       pk.pack_nil();
     } else {
       PackStr(pk, e.group_id);
     }
-    if (o.emit_object_key) {
+    if (options_.emit_object_key) {
       PackStr(pk, "object_key");
       if (ValidUtf8(e.key)) {
         PackStr(pk, e.key);
@@ -115,26 +160,9 @@ void Encoder::Encode(std::span<const Event> events, int64_t timestamp_ms, std::s
         pk.pack_bin_body(e.key.data(), static_cast<uint32_t>(e.key.size()));
       }
     }
-    PackStr(pk, "seq_hashes");
-    pk.pack_array(0);
-    PackStr(pk, "base_block_idx");
-    pk.pack_nil();
-    if (o.emit_legacy_compat) {
-      PackStr(pk, "block_hashes");
-      pk.pack_array(0);
-    }
-    if (stored) {
-      PackStr(pk, "parent_hash");
-      pk.pack_nil();
-      PackStr(pk, "token_ids");
-      pk.pack_nil();
-      if (o.emit_legacy_compat) {
-        PackStr(pk, "parent_block_hash");
-        pk.pack_nil();
-      }
-    }
+    out->append(tail_[t]);
   }
-  pk.pack_uint32(o.dp_rank);
+  pk.pack_uint32(options_.dp_rank);
 }
 
 }  // namespace tierkv::events

@@ -36,9 +36,12 @@ struct EnvelopeOptions {
   bool emit_object_key = true;
 };
 
+// Everything in an event map that does not depend on the event itself is
+// packed once, at construction, into byte runs per event type (and medium);
+// encoding an event then appends those runs around its few variable values.
 class Encoder {
  public:
-  explicit Encoder(EnvelopeOptions options) : options_(std::move(options)) {}
+  explicit Encoder(EnvelopeOptions options);
 
   // Appends the payload for `events` (at most 64) to *out.
   void Encode(std::span<const Event> events, int64_t timestamp_ms, std::string* out) const;
@@ -46,7 +49,18 @@ class Encoder {
   const EnvelopeOptions& options() const { return options_; }
 
  private:
+  static constexpr int kTypes = 3;
+  static constexpr int kMedia = 3;  // by Medium
   EnvelopeOptions options_;
+  // map header + "event_id" key
+  std::string head_[kTypes];
+  // event_type .. lora_name pairs + "tenant_id" key
+  std::string after_timestamp_[kTypes];
+  // backend_id, medium, dp_rank (+ legacy type), and for per-object events the
+  // "group_id" key
+  std::string after_tenant_[kTypes][kMedia];
+  // per-object events: seq_hashes .. parent_block_hash
+  std::string tail_[kTypes];
 };
 
 }  // namespace tierkv::events
