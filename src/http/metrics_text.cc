@@ -90,6 +90,17 @@ constexpr Family kUbsMemUsed{"memcache_ubs_io_mem_used_bytes", "gauge",
 constexpr Family kUbsDiskNum{"memcache_ubs_io_disk_num", "gauge", "Client UBS IO total disk count"};
 constexpr Family kUbsFaultNum{"memcache_ubs_io_fault_disk_num", "gauge",
                               "Client UBS IO fault disk count"};
+// Beyond the contract: the DRAM allocator's state (after every contract family).
+constexpr Family kDramFragmentation{
+    "tierkv_dram_fragmentation_ratio", "gauge",
+    "DRAM pool external fragmentation: 1 - largest free range / free bytes"};
+constexpr Family kDramLargestFree{"tierkv_dram_largest_free_bytes", "gauge",
+                                  "Largest free range of the DRAM pool in bytes"};
+constexpr Family kDramFreeRanges{"tierkv_dram_free_ranges", "gauge",
+                                 "Number of free ranges in the DRAM pool"};
+constexpr Family kDramRequested{"tierkv_dram_requested_bytes", "gauge",
+                                "Bytes of live values in the DRAM pool before size-class rounding"};
+
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
      "Client UBS IO per-disk status (0=normal, non-zero=fault)"},
@@ -298,6 +309,12 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.One(kEvLastSeq, e.last_sequence);
   // Client metrics.
   RenderClients(s, w);
+  // Extensions.
+  w.Head(kDramFragmentation);
+  w.SampleF(kDramFragmentation.name, "", s.store.dram.fragmentation);
+  w.One(kDramLargestFree, s.store.dram.largest_free);
+  w.One(kDramFreeRanges, s.store.dram.free_ranges);
+  w.One(kDramRequested, s.store.dram.requested);
   return w.Take();
 }
 
