@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps build bench format clean
+.PHONY: run test test-sanitize deps build bench format clean
 
 deps:
 	@scripts/deps.sh
@@ -25,6 +25,24 @@ run: build
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build of everything, then the
+# unit, integration and Python suites against the sanitized manager.
+SAN_DIR ?= build-sanitize
+test-sanitize: deps
+	@cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTIERKV_BUILD_BENCH=OFF \
+	  -DPython3_EXECUTABLE=$(PYTHON) \
+	  -DCMAKE_CXX_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+	  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+	@cmake --build $(SAN_DIR) -j $(JOBS) --target all
+	cd $(SAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 600 -LE python
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  TIERKV_BUILD_DIR=$(BUILD_DIR) TIERKV_SERVER_BIN=$(CURDIR)/$(SAN_DIR)/tierkv-server \
+	  $(MAKE) --no-print-directory build >/dev/null && \
+	  ASAN_OPTIONS=detect_leaks=1 TIERKV_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) \
+	  TIERKV_SERVER_BIN=$(CURDIR)/$(SAN_DIR)/tierkv-server $(PYTHON) -m pytest -q python/tests
 
 bench: build
 	$(BUILD_DIR)/tierkv_bench --json bench/results/latest.json
