@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+
+ROOT = harness.ROOT
 
 
 def main() -> int:
@@ -30,9 +30,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     build = Path(args.build)
-    os.environ["TIERKV_BUILD_DIR"] = str(build)
-    sys.path.insert(0, str(ROOT / "python" / "tests"))
-    sys.path.insert(0, str(build / "python"))
+    harness.setup(build)
     import numpy as np
 
     import tierkv
@@ -43,7 +41,7 @@ def main() -> int:
         slab = 256 << 20
         slots = slab // args.size
         src = np.ones(slab, dtype=np.uint8)
-        dst = np.zeros(slab, dtype=np.uint8)
+        dst = np.full(slab, 2, dtype=np.uint8)  # touched, like the C++ slabs
         best = {"put": 0.0, "get": 0.0, "cpp_put": 0.0, "cpp_get": 0.0}
         for _ in range(args.rounds):
             with tierkv.Client(m.uds) as c:
@@ -60,10 +58,7 @@ def main() -> int:
             total = args.count * args.size / 1e9
             best["put"] = max(best["put"], total / (t1 - t0))
             best["get"] = max(best["get"], total / (t2 - t1))
-            out = subprocess.run([str(build / "tierkv_bench"), "--client-only", m.uds, "--size",
-                                  str(args.size), "--count", str(args.count)],
-                                 check=True, capture_output=True, text=True).stdout
-            cpp = json.loads(out.strip().splitlines()[-1])
+            cpp = harness.cpp_client_rate(build, m.uds, args.size, args.count)
             best["cpp_put"] = max(best["cpp_put"], cpp["put_gbps"])
             best["cpp_get"] = max(best["cpp_get"], cpp["get_gbps"])
     finally:

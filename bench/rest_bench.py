@@ -13,16 +13,15 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness
+
+ROOT = harness.ROOT
 
 
 def wrk(url: str, seconds: int, threads: int = 2, connections: int = 32) -> dict:
@@ -40,21 +39,13 @@ def wrk(url: str, seconds: int, threads: int = 2, connections: int = 32) -> dict
     return {"rps": rps, "errors": errors, "p99": p99.group(1) if p99 else "?"}
 
 
-def client_rate(build: Path, uds: str, size: int, count: int) -> dict:
-    out = subprocess.run([str(build / "tierkv_bench"), "--client-only", uds, "--size", str(size),
-                          "--count", str(count)], capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--seconds", type=int, default=5)
     args = ap.parse_args()
     build = Path(args.build)
-    os.environ["TIERKV_BUILD_DIR"] = str(build)
-    sys.path.insert(0, str(ROOT / "python" / "tests"))
-    sys.path.insert(0, str(build / "python"))
+    harness.setup(build)
     import requests
 
     import tierkv
@@ -78,13 +69,13 @@ def main() -> int:
 
         best = {"off_put": 0.0, "off_get": 0.0, "on_put": 0.0, "on_get": 0.0}
         for _ in range(3):
-            r = client_rate(build, m.uds, 65536, 4000)
+            r = harness.cpp_client_rate(build, m.uds, 65536, 4000)
             best["off_put"] = max(best["off_put"], r["put_gbps"])
             best["off_get"] = max(best["off_get"], r["get_gbps"])
             stop.clear()
             t = threading.Thread(target=scraper)
             t.start()
-            r = client_rate(build, m.uds, 65536, 4000)
+            r = harness.cpp_client_rate(build, m.uds, 65536, 4000)
             stop.set()
             t.join()
             best["on_put"] = max(best["on_put"], r["put_gbps"])

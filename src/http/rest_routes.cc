@@ -284,13 +284,18 @@ void RestServer::KeyRoutes() {
 }
 
 void RestServer::CapacityRoutes() {
-  auto find_segment = [this](const std::string& name, SegmentInfo* out) {
+  // The segment named by the `segment` parameter; sends the error otherwise.
+  auto segment_param = [this](const httplib::Request& req, httplib::Response& res,
+                              SegmentInfo* out) {
+    std::string name;
+    if (!Param(req, res, "segment", &name)) return false;
     for (const SegmentInfo& s : Segments()) {
       if (s.name == name) {
         *out = s;
         return true;
       }
     }
+    SendError(res, "unknown segment '" + name + "'");
     return false;
   };
   auto remaining = [](const SegmentInfo& s, Json& j) {
@@ -306,10 +311,8 @@ void RestServer::CapacityRoutes() {
   });
 
   http_->Get("/query_segment", [=](const httplib::Request& req, httplib::Response& res) {
-    std::string name;
-    if (!Param(req, res, "segment", &name)) return;
     SegmentInfo s;
-    if (!find_segment(name, &s)) return SendError(res, "unknown segment '" + name + "'");
+    if (!segment_param(req, res, &s)) return;
     Json j;
     j["segment"] = s.name;
     j["medium"] = MediumUpper(s.medium);
@@ -320,10 +323,8 @@ void RestServer::CapacityRoutes() {
   });
 
   http_->Get("/api/v1/segments/status", [=](const httplib::Request& req, httplib::Response& res) {
-    std::string name;
-    if (!Param(req, res, "segment", &name)) return;
     SegmentInfo s;
-    if (!find_segment(name, &s)) return SendError(res, "unknown segment '" + name + "'");
+    if (!segment_param(req, res, &s)) return;
     Json j;
     j["success"] = true;
     j["segment"] = s.name;
