@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: run test test-sanitize deps build bench format clean
+.PHONY: run test test-sanitize test-tsan deps build bench format clean
 
 deps:
 	@scripts/deps.sh
@@ -40,6 +40,22 @@ test-sanitize: build
 	  ctest --output-on-failure -j $(JOBS) --timeout 600
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  TIERKV_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) TIERKV_SERVER_BIN=$(CURDIR)/$(SAN_DIR)/tierkv-server \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
+# ThreadSanitizer build; the concurrency-heavy suites (store, events, the
+# integration tests and the Python suite, all against the TSan-built manager).
+# tests/tsan.supp silences libzmq, which is not built with TSan.
+TSAN_DIR ?= build-tsan
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp"
+test-tsan: build
+	@cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTIERKV_BUILD_BENCH=OFF \
+	  -DTIERKV_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=thread" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
+	@cmake --build $(TSAN_DIR) -j $(JOBS)
+	cd $(TSAN_DIR) && $(TSAN_ENV) ./store_test && $(TSAN_ENV) ./events_test && \
+	  $(TSAN_ENV) ./integration_test
+	$(TSAN_ENV) TIERKV_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) \
+	  TIERKV_SERVER_BIN=$(CURDIR)/$(TSAN_DIR)/tierkv-server \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 bench: build
