@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: run test test-sanitize test-tsan deps build bench format clean
+.PHONY: run test test-sanitize test-tsan fuzz deps build bench format clean
 
 deps:
 	@scripts/deps.sh
@@ -57,6 +57,25 @@ test-tsan: build
 	$(TSAN_ENV) TIERKV_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) \
 	  TIERKV_SERVER_BIN=$(CURDIR)/$(TSAN_DIR)/tierkv-server \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
+# Coverage-guided fuzzing with libFuzzer (clang), FUZZ_SECONDS per target,
+# starting from the seed corpora in fuzz/corpus (new findings go to
+# $(FUZZ_DIR)/corpus-<target>; crashes to $(FUZZ_DIR)/crash-*).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = protocol session rest_body config
+fuzz: deps
+	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DTIERKV_BUILD_FUZZ=ON -DTIERKV_BUILD_TESTS=OFF -DTIERKV_BUILD_BENCH=OFF -DTIERKV_BUILD_PYTHON=OFF \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus-$$t; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  (cd $(FUZZ_DIR) && ./$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -print_final_stats=1 corpus-$$t $(CURDIR)/fuzz/corpus/$$t) || exit 1; \
+	done
 
 bench: build
 	$(BUILD_DIR)/tierkv_bench --json bench/results/latest.json

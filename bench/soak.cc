@@ -180,8 +180,8 @@ uint64_t RssBytes(pid_t pid) {
 
 int Run(const Options& opt) {
   const std::string events = "ipc:///tmp/tierkv-soak-" + std::to_string(getpid());
-  testing::ManagerProcess manager({"--dram-size", opt.dram_size, "--kv-events-endpoint", events,
-                                   "--log-level", "error"});
+  testing::ManagerProcess manager(
+      {"--dram-size", opt.dram_size, "--kv-events-endpoint", events, "--log-level", "error"});
   const double deadline = NowSeconds() + opt.seconds;
   std::atomic<bool> stop{false};
   // Event follower: sequence must never go backwards (gaps are allowed and
@@ -198,7 +198,8 @@ int Run(const Options& opt) {
       std::vector<zmq::message_t> frames;
       if (!zmq::recv_multipart(sub, std::back_inserter(frames)) || frames.size() != 3) continue;
       uint64_t seq = 0;
-      for (int i = 0; i < 8; ++i) seq = (seq << 8) | static_cast<const uint8_t*>(frames[1].data())[i];
+      for (int i = 0; i < 8; ++i)
+        seq = (seq << 8) | static_cast<const uint8_t*>(frames[1].data())[i];
       if (last != 0 && seq <= last) ++seq_backwards;
       if (last != 0 && seq > last + 1) ++event_gaps;
       last = seq;

@@ -212,6 +212,9 @@ def test_memory_evict_and_prefetch(api):
                  "missing chunk_hashes")
     assert_error(requests.post(f"{m.rest}/memory/evict", data=b"{nope", timeout=10),
                  "invalid JSON body")
+    # Found by fuzzing: an out-of-range number once escaped as an internal error.
+    assert_error(requests.post(f"{m.rest}/memory/evict", data=b"6e6666", timeout=10),
+                 "invalid JSON body")
     assert_error(requests.post(f"{m.rest}/memory/evict", json={"chunk_hashes": "ev/3"},
                                timeout=10), "array")
     body = get_json(f"{m.rest}/memory/prefetch", "POST",

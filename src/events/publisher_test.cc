@@ -75,6 +75,14 @@ class PublisherTest : public ::testing::Test {
     }
     return true;
   }
+  // Polls `done` for up to 5 s (publisher counters trail the send slightly).
+  template <typename Pred>
+  static void WaitFor(Pred done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   void Stored(const std::string& key) {
     pub_->OnStored(ReplicaEvent{"default", key, "", Medium::kDram, 10});
   }
@@ -90,6 +98,7 @@ class PublisherTest : public ::testing::Test {
 TEST_F(PublisherTest, SequenceStartsAtOneAndIsGapFree) {
   Make(65536);
   EXPECT_GE(last_seq_, 1u);
+  WaitFor([&] { return pub_->Stats().last_sequence >= last_seq_; });
   const PublisherStats before = pub_->Stats();
   EXPECT_EQ(before.last_sequence, last_seq_);
   EXPECT_EQ(before.published_batches, last_seq_);  // probes: one message each, from 1
@@ -102,6 +111,8 @@ TEST_F(PublisherTest, SequenceStartsAtOneAndIsGapFree) {
     EXPECT_EQ(m.sequence, expect_seq++);
     seen += m.types.size();
   }
+  // The counters move right after the send, so a fast subscriber may be ahead.
+  WaitFor([&] { return pub_->Stats().published_by_type[0] >= 10; });
   EXPECT_EQ(pub_->Stats().published_by_type[0], 10u);
 }
 

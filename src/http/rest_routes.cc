@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/tracer.h"
+#include "http/rest_body.h"
 #include "http/rest_server.h"
 
 namespace tierkv {
@@ -127,47 +128,6 @@ const std::map<std::string, std::string>& KnownPaths() {
   return kPaths;
 }
 
-// Parses the JSON body of /memory/*: chunk_hashes (required, strings),
-// optional tenant_id; sends the error and returns false on bad input.
-bool ParseChunks(const httplib::Request& req, httplib::Response& res, Json* body,
-                 std::vector<std::string>* keys, std::string* tenant) {
-  try {
-    *body = Json::parse(req.body);
-  } catch (const nlohmann::json::parse_error& e) {
-    SendError(res, std::string("invalid JSON body: ") + e.what());
-    return false;
-  }
-  if (!body->is_object()) {
-    SendError(res, "the JSON body must be an object");
-    return false;
-  }
-  auto it = body->find("chunk_hashes");
-  if (it == body->end()) {
-    SendError(res, "missing chunk_hashes");
-    return false;
-  }
-  if (!it->is_array()) {
-    SendError(res, "chunk_hashes must be an array of strings");
-    return false;
-  }
-  for (const auto& v : *it) {
-    if (!v.is_string() || v.get_ref<const std::string&>().empty()) {
-      SendError(res, "chunk_hashes must be an array of non-empty strings");
-      return false;
-    }
-    keys->push_back(v.get<std::string>());
-  }
-  *tenant = std::string(kDefaultTenant);
-  if (auto t = body->find("tenant_id"); t != body->end()) {
-    if (!t->is_string()) {
-      SendError(res, "tenant_id must be a string");
-      return false;
-    }
-    *tenant = t->get<std::string>();
-  }
-  return true;
-}
-
 }  // namespace
 
 void RestServer::Routes() {
@@ -230,12 +190,7 @@ void RestServer::KeyRoutes() {
   http_->Get("/batch_query_keys", [=](const httplib::Request& req, httplib::Response& res) {
     std::string list;
     if (!Param(req, res, "keys", &list)) return;
-    std::vector<std::string> keys;
-    for (size_t pos = 0; pos <= list.size();) {
-      const size_t comma = std::min(list.find(',', pos), list.size());
-      keys.push_back(list.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
+    const std::vector<std::string> keys = SplitKeys(list);
     std::vector<std::string_view> views(keys.begin(), keys.end());
     std::vector<Result<ObjectInfo>> infos = store->BatchQuery(rest, TenantParam(req), views);
     Json data = Json::array();
@@ -388,23 +343,18 @@ void RestServer::CapacityRoutes() {
 void RestServer::MemoryRoutes() {
   Store* store = deps_.store;
   http_->Post("/memory/evict", [this, store](const httplib::Request& req, httplib::Response& res) {
-    Json body;
-    std::vector<std::string> keys;
-    std::string tenant;
-    if (!ParseChunks(req, res, &body, &keys, &tenant)) return;
-    if (Status st = store->ValidateTenant(tenant); !st.ok()) return SendError(res, st.ToString());
-    auto loc = body.find("locations");
-    const bool one_tier_down = loc != body.end() && !loc->is_null();
-    if (one_tier_down && !loc->is_array()) return SendError(res, "locations must be an array");
+    ChunkRequest c;
+    if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
+    if (Status st = store->ValidateTenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
     // What is there now is what will be evicted; the work itself runs behind.
-    const size_t n = store->CountReadable(tenant, keys);
-    if (one_tier_down) {
+    const size_t n = store->CountReadable(c.tenant, c.keys);
+    if (c.has_locations) {
       // DRAM is the lowest tier without SSD: one tier down drops the replica.
-      Enqueue([store, tenant, keys] { store->EvictKeys(tenant, keys); });
+      Enqueue([store, c] { store->EvictKeys(c.tenant, c.keys); });
     } else {
-      Enqueue([store, tenant, keys, rank = options_.rank] {
-        std::vector<std::string_view> views(keys.begin(), keys.end());
-        (void)store->BatchRemove(Caller{0, rank}, tenant, views);
+      Enqueue([store, c, rank = options_.rank] {
+        std::vector<std::string_view> views(c.keys.begin(), c.keys.end());
+        (void)store->BatchRemove(Caller{0, rank}, c.tenant, views);
       });
     }
     Json j;
@@ -414,21 +364,14 @@ void RestServer::MemoryRoutes() {
   });
 
   http_->Post("/memory/prefetch", [store](const httplib::Request& req, httplib::Response& res) {
-    Json body;
-    std::vector<std::string> keys;
-    std::string tenant;
-    if (!ParseChunks(req, res, &body, &keys, &tenant)) return;
-    std::string lookup_id;
-    if (auto it = body.find("lookup_id"); it != body.end() && !it->is_null()) {
-      if (!it->is_string()) return SendError(res, "lookup_id must be a string");
-      lookup_id = it->get<std::string>();
-    }
-    if (Status st = store->ValidateTenant(tenant); !st.ok()) return SendError(res, st.ToString());
+    ChunkRequest c;
+    if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
+    if (Status st = store->ValidateTenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
     // Rewarms copy SSD-only objects into DRAM. Every readable object is in DRAM
     // while no SSD tier is configured, so nothing needs scheduling.
     Json j;
     j["status"] = "prefetch_started";
-    j["lookup_id"] = lookup_id;
+    j["lookup_id"] = c.lookup_id;
     j["num_chunks"] = 0;
     SendJson(res, j);
   });
