@@ -8,7 +8,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libhiredis-dev
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
-  libcpp-httplib-dev nlohmann-json3-dev libssl-dev python3-requests prometheus wrk openssl
+  liburing-dev libcpp-httplib-dev nlohmann-json3-dev libssl-dev python3-requests prometheus wrk openssl
   redis-server redis-tools
   python3 python3-dev pybind11-dev python3-pytest python3-numpy
 )

@@ -5,15 +5,17 @@
 
 namespace tierkv {
 
-OffsetAllocator::OffsetAllocator(uint64_t capacity, uint64_t alignment)
-    : capacity_(capacity / alignment * alignment), alignment_(alignment) {
+OffsetAllocator::OffsetAllocator(uint64_t capacity, uint64_t alignment, bool size_classes)
+    : capacity_(capacity / alignment * alignment),
+      alignment_(alignment),
+      size_classes_(size_classes) {
   assert(std::has_single_bit(alignment));
   if (capacity_ > 0) InsertFree(0, capacity_);
 }
 
 uint64_t OffsetAllocator::ClassSize(uint64_t size) const {
   uint64_t granule = alignment_;
-  if (size > 32 * 1024) {
+  if (size_classes_ && size > 32 * 1024) {
     // 1/8 of the power-of-two bucket the size falls in: <= 12.5% waste.
     const uint64_t bucket = std::bit_floor(size);
     granule = std::max(alignment_, bucket / 8);
@@ -45,6 +47,26 @@ std::optional<Extent> OffsetAllocator::Allocate(uint64_t size) {
   requested_ += size;
   ++live_;
   return Extent{offset, want};
+}
+
+bool OffsetAllocator::Reserve(const Extent& extent, uint64_t requested) {
+  if (extent.size == 0 || extent.offset % alignment_ != 0 || extent.size % alignment_ != 0) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_offset_.upper_bound(extent.offset);
+  if (it == by_offset_.begin()) return false;
+  --it;  // the free range starting at or before the extent
+  const uint64_t start = it->first, len = it->second;
+  if (extent.offset + extent.size > start + len) return false;
+  EraseFree(it);
+  if (extent.offset > start) InsertFree(start, extent.offset - start);
+  const uint64_t end = extent.offset + extent.size;
+  if (end < start + len) InsertFree(end, start + len - end);
+  allocated_ += extent.size;
+  requested_ += requested;
+  ++live_;
+  return true;
 }
 
 void OffsetAllocator::Free(const Extent& extent, uint64_t requested) {

@@ -48,7 +48,9 @@ struct AllocatorStats {
 class OffsetAllocator {
  public:
   // `capacity` bytes starting at offset 0; `alignment` must be a power of two.
-  OffsetAllocator(uint64_t capacity, uint64_t alignment = 4096);
+  // Without `size_classes` requests are only rounded to the alignment (the SSD
+  // tier, whose extents must match what recovery finds on disk).
+  OffsetAllocator(uint64_t capacity, uint64_t alignment = 4096, bool size_classes = true);
 
   OffsetAllocator(const OffsetAllocator&) = delete;
   OffsetAllocator& operator=(const OffsetAllocator&) = delete;
@@ -56,6 +58,11 @@ class OffsetAllocator {
   // Reserves at least `size` bytes (size > 0). Returns nullopt when no free range
   // is large enough (the caller may evict and retry).
   std::optional<Extent> Allocate(uint64_t size);
+
+  // Reserves exactly [extent.offset, extent.offset + extent.size) (aligned),
+  // as Allocate would have handed it out; for rebuilding state from disk.
+  // False when any part of it is not free.
+  bool Reserve(const Extent& extent, uint64_t requested);
 
   // Returns a range obtained from Allocate(). `requested` is the size originally
   // asked for (for accounting). Freeing a range twice is a bug (asserted).
@@ -77,6 +84,7 @@ class OffsetAllocator {
 
   const uint64_t capacity_;
   const uint64_t alignment_;
+  const bool size_classes_;
   mutable std::mutex mu_;
   std::map<uint64_t, uint64_t> by_offset_;           // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (size, offset)

@@ -27,6 +27,23 @@ TEST(OffsetAllocator, AlignsAndRoundsToClasses) {
   }
 }
 
+TEST(OffsetAllocator, WithoutSizeClassesOnlyAlignmentRounds) {
+  OffsetAllocator a(64 * kMiB, 4096, /*size_classes=*/false);
+  EXPECT_EQ(a.ClassSize(kMiB + 1), kMiB + 4096);
+  EXPECT_EQ(a.Allocate(kMiB + 4096)->size, kMiB + 4096);
+}
+
+TEST(OffsetAllocator, ReserveTakesAnExactRangeOrNothing) {
+  OffsetAllocator a(16 * kMiB);
+  EXPECT_TRUE(a.Reserve({4 * kMiB, kMiB}, kMiB));
+  EXPECT_FALSE(a.Reserve({4 * kMiB + 4096, 4096}, 1));  // already taken
+  EXPECT_FALSE(a.Reserve({100, 4096}, 1));              // unaligned
+  EXPECT_EQ(a.Stats().free_ranges, 2u);                 // split around it
+  EXPECT_EQ(a.Stats().allocated, kMiB);
+  a.Free({4 * kMiB, kMiB}, kMiB);
+  EXPECT_EQ(a.Stats().free_ranges, 1u);
+}
+
 TEST(OffsetAllocator, ExhaustionReturnsNothingAndFreeingRestores) {
   OffsetAllocator a(16 * kMiB);
   std::vector<Extent> got;

@@ -1,0 +1,49 @@
+// BlockFile: the I/O seam of the SSD tier. A fixed-size file read and written
+// at 4 KiB-aligned offsets, lengths and buffers (so O_DIRECT works).
+//
+// OpenBlockFile prefers io_uring and falls back to pread/pwrite when the kernel
+// (or a sandbox) refuses to create a ring; it opens with O_DIRECT and falls back
+// to buffered I/O on file systems that refuse it (tmpfs). engine() and direct()
+// say what was chosen. Tests substitute their own BlockFile to inject faults.
+//
+// Thread-safety: implementations are thread-safe.
+#ifndef TIERKV_MEDIA_BLOCK_FILE_H_
+#define TIERKV_MEDIA_BLOCK_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tierkv/status.h"
+
+namespace tierkv {
+
+inline constexpr size_t kBlockAlign = 4096;
+
+class BlockFile {
+ public:
+  virtual ~BlockFile() = default;
+  // Whole transfers or IO_ERROR (naming the offset and errno's text).
+  virtual Status Write(uint64_t offset, const void* data, size_t len) = 0;
+  virtual Status Read(uint64_t offset, void* data, size_t len) = 0;
+  virtual Status Sync() = 0;
+  virtual uint64_t size() const = 0;
+  virtual std::string_view engine() const = 0;  // "io_uring" or "pread"
+  virtual bool direct() const = 0;              // opened with O_DIRECT
+};
+
+struct BlockFileOptions {
+  bool use_io_uring = true;  // false: pread/pwrite only
+  bool use_direct = true;    // false: buffered I/O
+};
+
+// Opens (creating if needed) `path` and preallocates it to `size` bytes
+// (rounded down to 4 KiB). IO_ERROR naming the path when that fails.
+Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
+                                                 const BlockFileOptions& options = {});
+
+}  // namespace tierkv
+
+#endif  // TIERKV_MEDIA_BLOCK_FILE_H_
