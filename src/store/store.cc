@@ -40,7 +40,7 @@ Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
       clock_(options.clock ? options.clock : RealClock()),
       dram_(std::move(dram)) {
   shards_.reserve(options_.shards);
-  for (uint32_t i = 0; i < options_.shards; ++i) shards_.push_back(std::make_unique<Shard>());
+  for (uint32_t i = 0; i < options_.shards; ++i) shards_.push_back(std::make_unique<Shard>(i));
 }
 
 Store::~Store() { Stop(); }
@@ -106,9 +106,9 @@ bool Store::LeasedLocked(const Blob& blob, int64_t now) const {
   return blob.leases > 0 && now <= blob.lease_deadline;
 }
 
-void Store::TouchLocked(Shard& shard, Map::value_type& kv) {
+void Store::TouchLocked(Shard& shard, Map::value_type& kv, int64_t now) {
   Entry& e = kv.second;
-  e.last_access = clock_->NowNanos();
+  e.last_access = now;
   if (e.in_lru) {
     shard.lru.splice(shard.lru.begin(), shard.lru, e.lru_pos);
   } else {
@@ -209,7 +209,7 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->extent = extent;
   blob->size = size;
   blob->group_id = std::string(options.group_id);
-  blob->alloc_id = NextId(ShardIndex(composite));
+  blob->alloc_id = NextId(shard.index);
   blob->owner = caller.session;
   blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
   AllocGrant grant{blob->alloc_id, extent.offset, size};
@@ -275,7 +275,7 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id) {
     ++shard.readable;
   }
   e.current = std::move(blob);
-  TouchLocked(shard, kv);
+  TouchLocked(shard, kv, now);
   AnnounceStored(kv, *e.current);
   return Status::Ok();
 }
@@ -310,12 +310,12 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   Blob& blob = *it->second.current;
   const int64_t now = clock_->NowNanos();
   const int64_t deadline = now + MsToNs(options_.lease_ms);
-  const uint64_t id = NextId(ShardIndex(composite));
+  const uint64_t id = NextId(shard.index);
   shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
   get_hits_dram_.fetch_add(1, std::memory_order_relaxed);
-  TouchLocked(shard, *it);
+  TouchLocked(shard, *it, now);
   return LeaseGrant{id, blob.extent.offset, blob.size, deadline};
 }
 

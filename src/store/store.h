@@ -264,7 +264,7 @@ class Store {
   void RetireLocked(Shard& shard, std::unique_ptr<Blob> blob);
   void DropPendingLocked(Shard& shard, Map::iterator it, bool revoked);
   void EraseIfEmptyLocked(Shard& shard, Map::iterator it);
-  void TouchLocked(Shard& shard, Map::value_type& kv);
+  void TouchLocked(Shard& shard, Map::value_type& kv, int64_t now);
   void AnnounceStored(const Map::value_type& kv, const Blob& blob);
   void AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause);
   size_t ReapShardLocked(Shard& shard, int64_t now);

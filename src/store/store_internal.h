@@ -42,6 +42,8 @@ struct LeaseRecord {
 };
 
 struct Store::Shard {
+  explicit Shard(uint32_t i) : index(i) {}
+  const uint32_t index;  // position in shards_, carried in alloc and lease ids
   std::mutex mu;
   Map map;                          // composite key -> entry
   std::list<Map::value_type*> lru;  // front = most recent; readable entries only
