@@ -70,6 +70,20 @@ std::string MediumUpper(Medium m) {
   return "UNKNOWN";
 }
 
+// A segment's capacity record; the contract names its first field "segment"
+// in /query_segment and "segment_name" in /api/v1/capacity/segment_remaining.
+Json SegmentRecord(const SegmentInfo& s, const char* name_field) {
+  Json j;
+  j[name_field] = s.name;
+  j["medium"] = MediumUpper(s.medium);
+  j["total_bytes"] = s.total_bytes;
+  j["used_bytes"] = s.used_bytes;
+  j["remaining_bytes"] = s.total_bytes - s.used_bytes;
+  j["remaining_ratio"] =
+      s.total_bytes ? static_cast<double>(s.total_bytes - s.used_bytes) / s.total_bytes : 0.0;
+  return j;
+}
+
 // One /query_key record; `info` null for an invalid (missing) key.
 Json KeyRecord(const std::string& key, const ObjectInfo* info, uint32_t rank, int64_t now_ms) {
   Json j;
@@ -253,12 +267,6 @@ void RestServer::CapacityRoutes() {
     SendError(res, "unknown segment '" + name + "'");
     return false;
   };
-  auto remaining = [](const SegmentInfo& s, Json& j) {
-    j["remaining_bytes"] = s.total_bytes - s.used_bytes;
-    j["remaining_ratio"] =
-        s.total_bytes ? static_cast<double>(s.total_bytes - s.used_bytes) / s.total_bytes : 0.0;
-  };
-
   http_->Get("/get_all_segments", [this](const httplib::Request&, httplib::Response& res) {
     std::string out;
     for (const SegmentInfo& s : Segments()) out += s.name + "\n";
@@ -268,13 +276,7 @@ void RestServer::CapacityRoutes() {
   http_->Get("/query_segment", [=](const httplib::Request& req, httplib::Response& res) {
     SegmentInfo s;
     if (!segment_param(req, res, &s)) return;
-    Json j;
-    j["segment"] = s.name;
-    j["medium"] = MediumUpper(s.medium);
-    j["total_bytes"] = s.total_bytes;
-    j["used_bytes"] = s.used_bytes;
-    remaining(s, j);
-    SendJson(res, j);
+    SendJson(res, SegmentRecord(s, "segment"));
   });
 
   http_->Get("/api/v1/segments/status", [=](const httplib::Request& req, httplib::Response& res) {
@@ -313,16 +315,10 @@ void RestServer::CapacityRoutes() {
   });
 
   http_->Get("/api/v1/capacity/segment_remaining",
-             [this, remaining](const httplib::Request&, httplib::Response& res) {
+             [this](const httplib::Request&, httplib::Response& res) {
                Json segs = Json::array();
                for (const SegmentInfo& s : Segments()) {
-                 Json j;
-                 j["segment_name"] = s.name;
-                 j["medium"] = MediumUpper(s.medium);
-                 j["total_bytes"] = s.total_bytes;
-                 j["used_bytes"] = s.used_bytes;
-                 remaining(s, j);
-                 segs.push_back(j);
+                 segs.push_back(SegmentRecord(s, "segment_name"));
                }
                Json j;
                j["timestamp"] = NowMs();
