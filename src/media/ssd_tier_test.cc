@@ -13,40 +13,12 @@
 #include <functional>
 #include <mutex>
 
+#include "media/mem_block_file.h"
+
 namespace tierkv {
 namespace {
 
-// An in-memory file; `fail_write` can refuse a write (by call number).
-class MemFile : public BlockFile {
- public:
-  explicit MemFile(uint64_t size) : bytes_(std::make_shared<std::string>(size, '\0')) {}
-  MemFile(std::shared_ptr<std::string> bytes) : bytes_(std::move(bytes)) {}
-  Status Write(uint64_t off, const void* data, size_t len) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++writes_;
-    if (fail_write && fail_write(writes_, off)) return Status(Code::kIoError, "injected");
-    if (off + len > bytes_->size()) return Status(Code::kIoError, "past end");
-    std::memcpy(bytes_->data() + off, data, len);
-    return Status::Ok();
-  }
-  Status Read(uint64_t off, void* data, size_t len) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (off + len > bytes_->size()) return Status(Code::kIoError, "past end");
-    std::memcpy(data, bytes_->data() + off, len);
-    return Status::Ok();
-  }
-  Status Sync() override { return Status::Ok(); }
-  uint64_t size() const override { return bytes_->size(); }
-  std::string_view engine() const override { return "memory"; }
-  bool direct() const override { return false; }
-  std::shared_ptr<std::string> bytes() const { return bytes_; }
-  std::function<bool(int call, uint64_t off)> fail_write;
-
- private:
-  std::mutex mu_;
-  std::shared_ptr<std::string> bytes_;
-  int writes_ = 0;
-};
+using MemFile = MemBlockFile;
 
 // A 4 KiB-aligned value buffer, padded.
 struct Value {

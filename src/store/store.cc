@@ -43,7 +43,20 @@ Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
   for (uint32_t i = 0; i < options_.shards; ++i) shards_.push_back(std::make_unique<Shard>(i));
 }
 
-Store::~Store() { Stop(); }
+Store::~Store() {
+  Stop();
+  {
+    std::lock_guard<std::mutex> lock(tier_mu_);
+    tier_stopping_ = true;
+    tier_cv_.notify_all();
+    tier_idle_cv_.notify_all();
+  }
+  if (tier_thread_.joinable()) tier_thread_.join();
+  DrainSsdTrash();
+  // The index dies with the store; the SSD replicas it holds stay on disk.
+  closing_ = true;
+  shards_.clear();
+}
 
 void Store::AddObserver(ReplicaObserver* observer) { observers_.push_back(observer); }
 
@@ -89,17 +102,25 @@ uint64_t Store::NextId(uint32_t shard_index) {
 // ---------------------------------------------------------------------------
 // Announcements and small helpers (shard lock held).
 
-void Store::AnnounceStored(const Map::value_type& kv, const Blob& blob) {
+void Store::Announce(const Map::value_type& kv, std::string_view group, uint64_t size,
+                     Medium medium, bool stored, RemoveCause cause) {
   if (observers_.empty()) return;
-  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), blob.group_id, Medium::kDram, blob.size};
-  for (ReplicaObserver* o : observers_) o->OnStored(ev);
+  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), group, medium, size, cause};
+  for (ReplicaObserver* o : observers_) {
+    if (stored) {
+      o->OnStored(ev);
+    } else {
+      o->OnRemoved(ev);
+    }
+  }
+}
+
+void Store::AnnounceStored(const Map::value_type& kv, const Blob& blob) {
+  Announce(kv, blob.group_id, blob.size, Medium::kDram, true, RemoveCause::kRemoved);
 }
 
 void Store::AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause) {
-  if (observers_.empty()) return;
-  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), blob.group_id,
-                  Medium::kDram,      blob.size,       cause};
-  for (ReplicaObserver* o : observers_) o->OnRemoved(ev);
+  Announce(kv, blob.group_id, blob.size, Medium::kDram, false, cause);
 }
 
 bool Store::LeasedLocked(const Blob& blob, int64_t now) const {
@@ -111,11 +132,24 @@ void Store::TouchLocked(Shard& shard, Map::value_type& kv, int64_t now) {
   e.last_access = now;
   if (e.in_lru) {
     shard.lru.splice(shard.lru.begin(), shard.lru, e.lru_pos);
-  } else {
+  } else if (e.current) {
     shard.lru.push_front(&kv);
     e.lru_pos = shard.lru.begin();
     e.in_lru = true;
   }
+  if (e.in_ssd_lru) shard.ssd_lru.splice(shard.ssd_lru.begin(), shard.ssd_lru, e.ssd_lru_pos);
+}
+
+void Store::FreeZombieLocked(Shard& shard, Blob* blob) {
+  if (!blob->zombie || blob->leases > 0 || blob->pins > 0) return;
+  shard.zombie_bytes -= blob->extent.size;
+  FreeExtent(blob->extent, blob->size);
+  shard.zombies.erase(blob);
+}
+
+void Store::UnpinLocked(Shard& shard, Blob* blob) {
+  --blob->pins;
+  FreeZombieLocked(shard, blob);
 }
 
 // A readable blob leaves the index: free it now, or keep it as a zombie while
@@ -124,7 +158,7 @@ void Store::RetireLocked(Shard& shard, std::unique_ptr<Blob> blob) {
   if (blob->leases > 0 && !LeasedLocked(*blob, clock_->NowNanos())) {
     ReapShardLocked(shard, clock_->NowNanos());  // detaches the expired lease records
   }
-  if (blob->leases > 0) {
+  if (blob->leases > 0 || blob->pins > 0) {
     blob->zombie = true;
     shard.zombie_bytes += blob->extent.size;
     Blob* raw = blob.get();
@@ -152,7 +186,7 @@ void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
 
 void Store::EraseIfEmptyLocked(Shard& shard, Map::iterator it) {
   Entry& e = it->second;
-  if (e.current || e.pending) return;
+  if (e.current || e.pending || e.ssd) return;
   if (e.in_lru) shard.lru.erase(e.lru_pos);
   shard.map.erase(it);
 }
@@ -169,11 +203,7 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
       rec.blob = nullptr;
       --blob->leases;
       ++expired;
-      if (blob->zombie && blob->leases == 0) {
-        shard.zombie_bytes -= blob->extent.size;
-        FreeExtent(blob->extent, blob->size);
-        shard.zombies.erase(blob);
-      }
+      FreeZombieLocked(shard, blob);
     }
     if (rec.blob == nullptr && now > rec.deadline + tombstone_ns) {
       it = shard.leases.erase(it);
@@ -197,7 +227,7 @@ Status Store::CheckPutLocked(Shard& shard, const std::string& composite,
     if (options.upsert) return Status(Code::kRetry, "another put of this key is in progress");
     return Status(Code::kDuplicated, "a put of this key is already in progress");
   }
-  if (e.current && !options.upsert) return Status(Code::kDuplicated, "key already exists");
+  if (e.readable() && !options.upsert) return Status(Code::kDuplicated, "key already exists");
   return Status::Ok();
 }
 
@@ -267,16 +297,21 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id) {
   std::unique_ptr<Blob> blob = std::move(e.pending);
   blob->alloc_id = 0;
   blob->owner = 0;
+  if (!e.readable()) ++shard.readable;
   if (e.current) {
     std::unique_ptr<Blob> old = std::move(e.current);
     AnnounceRemoved(kv, *old, RemoveCause::kReplaced);
     RetireLocked(shard, std::move(old));
-  } else {
-    ++shard.readable;
   }
+  if (e.ssd) DropSsdLocked(shard, kv, RemoveCause::kReplaced);
   e.current = std::move(blob);
   TouchLocked(shard, kv, now);
   AnnounceStored(kv, *e.current);
+  if (ssd_ && options_.ssd_write_through) {
+    EnqueueTierJob([this, index = shard.index,
+                    composite = kv.first] { MoveDown(index, composite, -1, /*drop_dram=*/false); },
+                   /*droppable=*/true);
+  }
   return Status::Ok();
 }
 
@@ -287,6 +322,7 @@ Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
     std::lock_guard<std::mutex> lock(shard.mu);
     st = CommitLocked(shard, alloc_id);
   }
+  DrainSsdTrash();  // an upsert may have replaced an SSD replica
   op_stats_.Record(Op::kUpdateState, st.code(), caller.rank);
   return st;
 }
@@ -304,9 +340,12 @@ Status Store::Abort(uint64_t alloc_id) {
 // Reads.
 
 Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite,
-                                      const Caller& caller) {
+                                      const Caller& caller, bool* cold, bool from_ssd) {
   auto it = shard.map.find(composite);
-  if (it == shard.map.end() || !it->second.current) return NotFound("key not found");
+  if (it == shard.map.end() || !it->second.current) {
+    if (cold != nullptr) *cold = it != shard.map.end() && it->second.ssd != nullptr;
+    return NotFound("key not found");
+  }
   Blob& blob = *it->second.current;
   const int64_t now = clock_->NowNanos();
   const int64_t deadline = now + MsToNs(options_.lease_ms);
@@ -314,7 +353,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
-  get_hits_dram_.fetch_add(1, std::memory_order_relaxed);
+  (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
   TouchLocked(shard, *it, now);
   return LeaseGrant{id, blob.extent.offset, blob.size, deadline};
 }
@@ -328,10 +367,12 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
   }
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
+  bool cold = false;
   Result<LeaseGrant> r = [&] {
     std::lock_guard<std::mutex> lock(shard.mu);
-    return LeaseLocked(shard, composite, caller);
+    return LeaseLocked(shard, composite, caller, &cold);
   }();
+  if (cold) r = LeaseCold(shard, composite, caller);
   op_stats_.Record(Op::kGet, r.code(), caller.rank);
   return r;
 }
@@ -348,11 +389,7 @@ Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id) {
   --blob->leases;
   const bool expired = clock_->NowNanos() > rec.deadline;
   if (expired) expired_leases_.fetch_add(1, std::memory_order_relaxed);
-  if (blob->zombie && blob->leases == 0) {
-    shard.zombie_bytes -= blob->extent.size;
-    FreeExtent(blob->extent, blob->size);
-    shard.zombies.erase(blob);
-  }
+  FreeZombieLocked(shard, blob);
   if (expired) {
     return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
   }
@@ -370,18 +407,26 @@ Status Store::Release(uint64_t lease_id) {
 
 Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite) {
   auto it = shard.map.find(composite);
-  if (it == shard.map.end() || !it->second.current) return NotFound("key not found");
-  const Blob& blob = *it->second.current;
+  if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
+  const Entry& e = it->second;
   const int64_t now = clock_->NowNanos();
-  ObjectInfo info;
-  info.size = blob.size;
-  info.group_id = blob.group_id;
-  info.media = MediumBit(Medium::kDram);
-  info.state = ReplicaState::kReadable;
-  info.active_leases = LeasedLocked(blob, now) ? blob.leases : 0;
   const int64_t wall_now = clock_->NowUnixMillis();
-  if (info.active_leases > 0) {
-    info.lease_expires_unix_ms = wall_now + (blob.lease_deadline - now) / 1'000'000;
+  ObjectInfo info;
+  info.state = ReplicaState::kReadable;
+  if (e.ssd) {
+    info.size = e.ssd->blob.header.size;
+    info.group_id = e.ssd->blob.header.group_id;
+    info.media |= MediumBit(Medium::kSsd);
+  }
+  if (e.current) {
+    const Blob& blob = *e.current;
+    info.size = blob.size;
+    info.group_id = blob.group_id;
+    info.media |= MediumBit(Medium::kDram);
+    info.active_leases = LeasedLocked(blob, now) ? blob.leases : 0;
+    if (info.active_leases > 0) {
+      info.lease_expires_unix_ms = wall_now + (blob.lease_deadline - now) / 1'000'000;
+    }
   }
   info.last_access_unix_ms = wall_now - (now - it->second.last_access) / 1'000'000;
   return info;
@@ -395,7 +440,7 @@ Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
     Shard& shard = ShardFor(composite);
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.map.find(composite);
-    if (it == shard.map.end() || !it->second.current) st = NotFound("key not found");
+    if (it == shard.map.end() || !it->second.readable()) st = NotFound("key not found");
   }
   op_stats_.Record(Op::kExistKey, st.code(), caller.rank);
   return st;
@@ -420,16 +465,19 @@ Result<ObjectInfo> Store::Query(const Caller& caller, const ObjectRef& ref) {
 
 Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
   auto it = shard.map.find(composite);
-  if (it == shard.map.end() || !it->second.current) return NotFound("key not found");
+  if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
   Entry& e = it->second;
-  std::unique_ptr<Blob> old = std::move(e.current);
   --shard.readable;
-  if (e.in_lru) {
-    shard.lru.erase(e.lru_pos);
-    e.in_lru = false;
+  if (e.current) {
+    std::unique_ptr<Blob> old = std::move(e.current);
+    if (e.in_lru) {
+      shard.lru.erase(e.lru_pos);
+      e.in_lru = false;
+    }
+    AnnounceRemoved(*it, *old, RemoveCause::kRemoved);
+    RetireLocked(shard, std::move(old));
   }
-  AnnounceRemoved(*it, *old, RemoveCause::kRemoved);
-  RetireLocked(shard, std::move(old));
+  if (e.ssd) DropSsdLocked(shard, *it, RemoveCause::kRemoved);
   EraseIfEmptyLocked(shard, it);
   return Status::Ok();
 }
@@ -440,8 +488,11 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
-    std::lock_guard<std::mutex> lock(shard.mu);
-    st = RemoveLocked(shard, composite);
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      st = RemoveLocked(shard, composite);
+    }
+    DrainSsdTrash();  // the removal is on disk when the call returns
   }
   op_stats_.Record(Op::kRemove, st.code(), caller.rank);
   return st;
@@ -457,7 +508,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
       auto next = std::next(it);
       if (TenantOf(it->first) == tenant) {
         Entry& e = it->second;
-        const bool has_current = e.current != nullptr;
+        const bool has_current = e.readable();
         if (e.pending) {
           if (force) {
             DropPendingLocked(shard, it, /*revoked=*/true);  // erases the entry if nothing else
@@ -466,7 +517,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
           }
         }
         if (has_current) {
-          if (!force && LeasedLocked(*e.current, now)) {
+          if (!force && e.current && LeasedLocked(*e.current, now)) {
             ++out.skipped;
           } else {
             ++out.removed;
@@ -477,6 +528,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
       it = next;
     }
   }
+  DrainSsdTrash();
   if (out.removed > 0 && out.skipped == 0) {
     out.cleared = true;
     for (ReplicaObserver* o : observers_) o->OnTenantCleared(tenant);
@@ -521,7 +573,7 @@ size_t Store::CountReadable(std::string_view tenant, std::span<const std::string
     Shard& shard = *shards_[ShardIndex(composite)];
     std::lock_guard<std::mutex> lock(shard.mu);
     auto it = shard.map.find(composite);
-    n += it != shard.map.end() && it->second.current ? 1 : 0;
+    n += it != shard.map.end() && it->second.readable() ? 1 : 0;
   }
   return n;
 }
@@ -533,14 +585,18 @@ size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> ke
     const std::string composite = Composite(tenant, key);
     Shard& shard = ShardFor(composite);
     int64_t last_access = 0;
+    bool dram = false;
     {
       std::lock_guard<std::mutex> lock(shard.mu);
       auto it = shard.map.find(composite);
-      if (it == shard.map.end() || !it->second.current) continue;
+      if (it == shard.map.end() || !it->second.readable()) continue;
       last_access = it->second.last_access;
+      dram = it->second.current != nullptr;
     }
-    n += EvictVictim(Victim{last_access, ShardIndex(composite), composite}) ? 1 : 0;
+    const Victim victim{last_access, shard.index, composite};
+    n += (dram ? EvictVictim(victim) : EvictSsdVictim(victim)) ? 1 : 0;
   }
+  DrainSsdTrash();
   return n;
 }
 
@@ -555,7 +611,7 @@ Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::stri
   for (auto& shard_ptr : shards_) {
     std::lock_guard<std::mutex> lock(shard_ptr->mu);
     for (const auto& kv : shard_ptr->map) {
-      if (!kv.second.current || TenantOf(kv.first) != tenant) continue;
+      if (!kv.second.readable() || TenantOf(kv.first) != tenant) continue;
       std::string_view key = KeyOf(kv.first);
       if (key.substr(0, prefix.size()) == prefix) keys.emplace_back(key);
     }
@@ -571,6 +627,7 @@ void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) 
     std::string composite;
     std::string group_id;
     uint64_t size;
+    Medium medium;
   };
   std::vector<Item> items;
   for (const auto& shard_ptr : shards_) {
@@ -578,13 +635,16 @@ void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) 
     {
       std::lock_guard<std::mutex> lock(shard_ptr->mu);
       for (const auto& kv : shard_ptr->map) {
-        if (kv.second.current) {
-          items.push_back({kv.first, kv.second.current->group_id, kv.second.current->size});
+        if (const Blob* b = kv.second.current.get()) {
+          items.push_back({kv.first, b->group_id, b->size, Medium::kDram});
+        }
+        if (const SsdReplica* r = kv.second.ssd.get()) {
+          items.push_back({kv.first, r->blob.header.group_id, r->blob.header.size, Medium::kSsd});
         }
       }
     }
     for (const Item& it : items) {
-      fn(ReplicaEvent{TenantOf(it.composite), KeyOf(it.composite), it.group_id, Medium::kDram,
+      fn(ReplicaEvent{TenantOf(it.composite), KeyOf(it.composite), it.group_id, it.medium,
                       it.size});
     }
   }
@@ -598,6 +658,7 @@ StoreStats Store::Stats() const {
     s.pending_allocs += shard_ptr->pending.size();
     for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.blob != nullptr;
     s.zombie_bytes += shard_ptr->zombie_bytes;
+    s.tier.ssd_objects += shard_ptr->ssd_objects;
   }
   {
     std::lock_guard<std::mutex> lock(quarantine_mu_);
@@ -611,6 +672,31 @@ StoreStats Store::Stats() const {
   s.get_hits_dram = get_hits_dram_.load(std::memory_order_relaxed);
   s.evicting = evicting_.load(std::memory_order_relaxed) > 0;
   s.dram = dram_->Stats();
+  if (ssd_) {
+    TierStats& t = s.tier;
+    t.enabled = true;
+    t.engine = std::string(ssd_->file().engine());
+    t.direct = ssd_->file().direct();
+    t.ssd = ssd_->Stats();
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    t.flush_blobs = get(tier_.flush_blobs);
+    t.flush_bytes = get(tier_.flush_bytes);
+    t.flush_failed = get(tier_.flush_failed);
+    t.demoted = get(tier_.demoted);
+    t.rewarm = get(tier_.rewarm);
+    t.rewarm_failed = get(tier_.rewarm_failed);
+    t.rewarm_bytes = get(tier_.rewarm_bytes);
+    t.rewarm_bytes_current = get(tier_.rewarm_bytes_current);
+    t.rewarm_waiting = get(tier_.rewarm_waiting);
+    t.get_hits_ssd = get(tier_.get_hits_ssd);
+    t.ssd_evicted_objects = get(tier_.ssd_evicted_objects);
+    t.ssd_evicted_bytes = get(tier_.ssd_evicted_bytes);
+    t.io_errors = get(tier_.io_errors);
+    t.corrupt_blobs = get(tier_.corrupt_blobs);
+    t.prefetch_scheduled = get(tier_.prefetch_scheduled);
+    t.write_through_dropped = get(tier_.write_through_dropped);
+    t.recovered = recovery_;
+  }
   return s;
 }
 

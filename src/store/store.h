@@ -19,11 +19,20 @@
 // session ends, so a stalled writer can never scribble over someone else's object.
 //
 // Eviction (approximate LRU): each shard keeps an exact LRU list of readable
-// replicas; an eviction round takes a few unleased candidates from the tail of
-// every shard, sorts them by last access and drops the oldest until the goal is
-// met. It runs on demand when an alloc finds no room (the alloc waits for it),
-// and in a background thread whenever usage passes the high watermark, down to
-// the low one.
+// replicas per tier; an eviction round takes a few unleased candidates from the
+// tail of every shard, sorts them by last access and moves the oldest one tier
+// down until the goal is met. It runs on demand when an alloc finds no room (the
+// alloc waits for it), and in a background thread whenever usage passes the high
+// watermark, down to the low one.
+//
+// With an SSD tier (AttachSsd), a DRAM victim is demoted: written to SSD unless
+// it already has an SSD replica, then dropped from DRAM; it is dropped outright
+// when SSD has no room or fails. SSD victims are dropped. A get that finds only
+// an SSD replica rewarms it (one reader per key; concurrent gets wait for it)
+// into an ordinary DRAM replica; the SSD replica stays, so the next demotion of
+// that object costs no write. SSD I/O never runs under a shard lock; a DRAM
+// replica being written out is pinned, an SSD replica being read is held by a
+// reference, and its extent is freed (header zeroed) only after the last one.
 //
 // Thread-safety: every public method is thread-safe. Observers are called with a
 // shard lock held (see observer.h).
@@ -33,6 +42,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -45,6 +55,7 @@
 
 #include "common/clock.h"
 #include "media/dram_pool.h"
+#include "media/ssd_tier.h"
 #include "store/observer.h"
 #include "store/op_stats.h"
 #include "tierkv/status.h"
@@ -62,7 +73,12 @@ struct StoreOptions {
   uint32_t max_key_bytes = 1024;
   uint64_t max_object_bytes = 256ull << 20;
   int64_t maintenance_interval_ms = 20;  // reaper / evictor period
-  Clock* clock = nullptr;                // null: the real clock
+  // SSD tier (only with AttachSsd).
+  double ssd_high_watermark = 0.9;
+  double ssd_low_watermark = 0.8;
+  bool ssd_write_through = false;       // copy every committed object to SSD at once
+  int64_t ssd_error_backoff_ms = 1000;  // no new SSD writes this long after an I/O error
+  Clock* clock = nullptr;               // null: the real clock
 };
 
 // Who makes a call: the session (for grant ownership and cleanup; 0 = the manager
@@ -107,6 +123,32 @@ struct RemoveAllResult {
   bool cleared = false;  // the tenant was emptied and OnTenantCleared announced
 };
 
+// The SSD tier and movement between tiers. Zero without an SSD tier.
+struct TierStats {
+  bool enabled = false;
+  std::string engine;   // "io_uring" / "pread"
+  bool direct = false;  // O_DIRECT
+  AllocatorStats ssd;
+  uint64_t ssd_objects = 0;  // objects with an SSD replica
+  uint64_t flush_blobs = 0;  // writes to SSD (demotion and write-through)
+  uint64_t flush_bytes = 0;
+  uint64_t flush_failed = 0;  // SSD writes that failed (no room, I/O error)
+  uint64_t demoted = 0;       // DRAM replicas dropped with an SSD replica kept
+  uint64_t rewarm = 0;        // SSD -> DRAM copies made
+  uint64_t rewarm_failed = 0;
+  uint64_t rewarm_bytes = 0;
+  uint64_t rewarm_bytes_current = 0;  // in flight now
+  uint64_t rewarm_waiting = 0;        // gets waiting for another get's rewarm now
+  uint64_t get_hits_ssd = 0;          // gets served after a rewarm
+  uint64_t ssd_evicted_objects = 0;
+  uint64_t ssd_evicted_bytes = 0;
+  uint64_t io_errors = 0;      // failed SSD reads and writes
+  uint64_t corrupt_blobs = 0;  // replicas dropped for a bad checksum (reads)
+  uint64_t prefetch_scheduled = 0;
+  uint64_t write_through_dropped = 0;  // write-through jobs dropped (queue full)
+  SsdRecoveryStats recovered;          // what the start-up scan found
+};
+
 struct StoreStats {
   uint64_t objects = 0;  // readable objects
   uint64_t pending_allocs = 0;
@@ -121,6 +163,7 @@ struct StoreStats {
   uint64_t get_hits_dram = 0;  // leases granted on a DRAM replica
   bool evicting = false;       // an eviction round is running now
   AllocatorStats dram;
+  TierStats tier;
 };
 
 class Store {
@@ -135,6 +178,15 @@ class Store {
   // Registers an observer (not owned; must outlive the store). Call before any
   // other thread uses the store.
   void AddObserver(ReplicaObserver* observer);
+
+  // Adds an SSD tier below DRAM, with the objects its recovery scan found (they
+  // become readable SSD replicas and are announced to the observers registered
+  // so far). Call once, after AddObserver and before Start or any other use.
+  // Errors: INVALID_ARGUMENT (already attached, bad SSD watermarks). Recovered
+  // blobs whose names are not valid keys here are freed and counted as corrupt.
+  Status AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recovered,
+                   const SsdRecoveryStats& recovery);
+  bool has_ssd() const { return ssd_ != nullptr; }
 
   // Starts / stops the background maintenance thread (lease and grant expiry,
   // watermark eviction). Without it, tests drive RunMaintenance() themselves.
@@ -160,8 +212,11 @@ class Store {
 
   // --- Reads ---------------------------------------------------------------
   // Grants a read lease on the readable value: the caller may copy `size` bytes
-  // at grant.offset until it calls Release or the deadline passes.
-  // Errors: NOT_FOUND, INVALID_ARGUMENT, TOO_LARGE (key). Counted as `get`.
+  // at grant.offset until it calls Release or the deadline passes. A value held
+  // only on SSD is rewarmed into DRAM first (the call waits for the read).
+  // Errors: NOT_FOUND, INVALID_ARGUMENT, TOO_LARGE (key); for a cold value
+  // NO_SPACE (no DRAM for the rewarm) or IO_ERROR (the SSD read failed, or the
+  // replica failed its checksum and was dropped). Counted as `get`.
   Result<LeaseGrant> Lease(const Caller& caller, const ObjectRef& ref);
   // Ends a lease. OK means the bytes were never at risk while the lease was held;
   // LEASE_EXPIRED means the deadline passed first and the copy must be discarded;
@@ -202,25 +257,35 @@ class Store {
   // --- Operator actions (REST /memory/*); not counted as client operations ---
   // How many of `keys` are readable now.
   size_t CountReadable(std::string_view tenant, std::span<const std::string> keys) const;
-  // Evicts the given keys' unleased readable replicas (one tier down; with no
-  // lower tier that drops them), announced with cause kEvicted and counted as
-  // evictions. Returns how many were evicted.
+  // Moves the given keys one tier down: an unleased DRAM replica is demoted
+  // (to SSD when there is one, else dropped); an object held only on SSD is
+  // dropped. Counted as evictions. Returns how many objects moved.
   size_t EvictKeys(std::string_view tenant, std::span<const std::string> keys);
+  // Schedules a background rewarm of each key held only on SSD and returns at
+  // once with how many were scheduled (0 without an SSD tier).
+  size_t Prefetch(std::string_view tenant, std::span<const std::string> keys);
+  // Waits until every scheduled rewarm and write-through copy has finished.
+  void WaitTierIdle();
 
   // --- Sessions and maintenance ---------------------------------------------
   // A client session ended: frees ranges quarantined for it. Call after aborting
   // its allocs and releasing its leases.
   void EndSession(uint64_t session);
   // Expires leases and revokes allocs past their deadlines, then evicts down to
-  // the low watermark if usage is above the high one. Returns objects evicted.
+  // the low watermark if usage is above the high one (per tier). Returns DRAM
+  // objects evicted.
   size_t RunMaintenance();
   // Evicts unleased readable replicas, oldest first, until at most `target_used`
   // bytes are allocated. Returns objects evicted.
   size_t EvictDownTo(uint64_t target_used);
 
-  // Calls `fn` for every readable replica, as OnStored announced it. Each shard
-  // is copied under its lock and visited after, so `fn` may take its time (and
-  // must not assume a consistent cut across shards).
+  // Drops SSD replicas, oldest first, until at most `target_used` SSD bytes are
+  // allocated. Returns replicas dropped.
+  size_t EvictSsdDownTo(uint64_t target_used);
+
+  // Calls `fn` for every readable replica (one call per medium), as OnStored announced it. Each
+  // shard is copied under its lock and visited after, so `fn` may take its time (and must not
+  // assume a consistent cut across shards).
   void ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const;
 
   StoreStats Stats() const;
@@ -238,6 +303,8 @@ class Store {
   struct Entry;
   struct Shard;
   struct Victim;
+  struct SsdReplica;
+  struct RewarmTicket;
   using Map = std::unordered_map<std::string, Entry>;
 
   Store(const StoreOptions& options, std::unique_ptr<DramPool> dram);
@@ -254,7 +321,11 @@ class Store {
                                           const Caller& caller, uint64_t size,
                                           const PutOptions& options, const Extent& extent);
   Status CommitLocked(Shard& shard, uint64_t alloc_id);
-  Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller);
+  // NOT_FOUND with *cold set when only an SSD replica exists.
+  Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
+                                 bool* cold = nullptr, bool from_ssd = false);
+  // Lease of a cold key: rewarm, then lease (shard lock not held).
+  Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
   Status ReleaseLocked(Shard& shard, uint64_t lease_id);
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);
@@ -267,6 +338,10 @@ class Store {
   void TouchLocked(Shard& shard, Map::value_type& kv, int64_t now);
   void AnnounceStored(const Map::value_type& kv, const Blob& blob);
   void AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause);
+  void Announce(const Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
+                bool stored, RemoveCause cause);
+  void UnpinLocked(Shard& shard, Blob* blob);
+  void FreeZombieLocked(Shard& shard, Blob* blob);
   size_t ReapShardLocked(Shard& shard, int64_t now);
   bool LeasedLocked(const Blob& blob, int64_t now) const;
 
@@ -276,6 +351,31 @@ class Store {
   std::vector<Victim> GatherVictims();
   bool EvictVictim(const Victim& victim);
   void MaintenanceLoop();
+
+  // SSD tier (store_tier.cc). None of these hold a shard lock on entry.
+  std::shared_ptr<SsdReplica> MakeReplica(SsdBlob blob);
+  void InstallSsdLocked(Shard& shard, Map::value_type& kv, std::shared_ptr<SsdReplica> replica);
+  std::shared_ptr<SsdReplica> DropSsdLocked(Shard& shard, Map::value_type& kv, RemoveCause cause);
+  // Writes the DRAM value of `composite` to SSD (if it has none yet); with
+  // `drop_dram` the DRAM replica is dropped after, when nobody uses it and it
+  // was not touched since `last_access` (-1: do not check). Returns whether the
+  // DRAM replica was dropped.
+  bool MoveDown(uint32_t shard_index, const std::string& composite, int64_t last_access,
+                bool drop_dram);
+  Result<SsdBlob> WriteSsd(const BlobHeader& header, const void* value);
+  // Single-flight rewarm of `composite` into DRAM. OK when the object has a DRAM
+  // replica afterwards (or changed meanwhile: the caller looks again).
+  Status Rewarm(Shard& shard, const std::string& composite);
+  Status RunRewarm(Shard& shard, const std::string& composite,
+                   const std::shared_ptr<SsdReplica>& replica,
+                   const std::shared_ptr<RewarmTicket>& ticket);
+  bool EvictSsdVictim(const Victim& victim);
+  std::vector<Victim> GatherSsdVictims();
+  void DrainSsdTrash();
+  void NoteSsdError(const Status& st, const char* what);
+  bool SsdWritable() const;
+  void EnqueueTierJob(std::function<void()> job, bool droppable);
+  void TierWorkerLoop();
 
   const StoreOptions options_;
   Clock* const clock_;
@@ -298,6 +398,29 @@ class Store {
   std::atomic<uint64_t> expired_leases_{0};
   std::atomic<uint64_t> get_hits_dram_{0};
   std::atomic<int> evicting_{0};
+
+  // SSD tier.
+  std::unique_ptr<SsdTier> ssd_;
+  std::atomic<bool> closing_{false};  // destructor: do not free SSD blobs
+  std::mutex ssd_evict_mu_;           // one SSD evictor at a time
+  std::mutex trash_mu_;
+  std::vector<SsdBlob> trash_;  // SSD blobs no longer referenced, to free
+  SsdRecoveryStats recovery_;
+  std::atomic<int64_t> ssd_writes_resume_at_{0};
+  struct TierCounters {
+    std::atomic<uint64_t> flush_blobs{0}, flush_bytes{0}, flush_failed{0}, demoted{0};
+    std::atomic<uint64_t> rewarm{0}, rewarm_failed{0}, rewarm_bytes{0}, rewarm_bytes_current{0};
+    std::atomic<uint64_t> get_hits_ssd{0}, ssd_evicted_objects{0}, ssd_evicted_bytes{0};
+    std::atomic<uint64_t> io_errors{0}, corrupt_blobs{0}, prefetch_scheduled{0};
+    std::atomic<uint64_t> write_through_dropped{0}, rewarm_waiting{0};
+  } tier_;
+  std::mutex tier_mu_;
+  std::condition_variable tier_cv_;
+  std::condition_variable tier_idle_cv_;
+  std::deque<std::function<void()>> tier_jobs_;
+  size_t tier_running_ = 0;
+  bool tier_stopping_ = false;
+  std::thread tier_thread_;
 
   std::mutex maint_mu_;
   std::condition_variable maint_cv_;

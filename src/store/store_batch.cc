@@ -159,13 +159,20 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
                                                   std::span<const std::string_view> keys) {
   std::vector<std::string> composites;
   std::vector<bool> valid;
+  std::vector<uint32_t> cold_items;
   auto out = KeyedBatch<Result<LeaseGrant>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
         ForEachByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](Shard& shard, uint32_t i) { res[i] = LeaseLocked(shard, composites[i], caller); });
+            [&](Shard& shard, uint32_t i) {
+              bool cold = false;
+              res[i] = LeaseLocked(shard, composites[i], caller, &cold);
+              if (cold) cold_items.push_back(i);
+            });
       });
+  // Values held only on SSD are rewarmed after the shard pass, without its locks.
+  for (uint32_t i : cold_items) out[i] = LeaseCold(ShardFor(composites[i]), composites[i], caller);
   op_stats_.RecordBatch(Op::kBatchGet, Op::kGet, CodesOf(out), caller.rank);
   return out;
 }
@@ -181,7 +188,7 @@ std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view ten
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
             [&](Shard& shard, uint32_t i) {
               auto it = shard.map.find(composites[i]);
-              if (it == shard.map.end() || !it->second.current) {
+              if (it == shard.map.end() || !it->second.readable()) {
                 res[i] = NotFound("key not found");
               }
             });
@@ -216,6 +223,7 @@ std::vector<Status> Store::BatchRemove(const Caller& caller, std::string_view te
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
             [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
       });
+  DrainSsdTrash();
   op_stats_.RecordBatch(Op::kBatchRemove, Op::kRemove, CodesOf(out), caller.rank);
   return out;
 }

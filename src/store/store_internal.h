@@ -2,6 +2,7 @@
 #ifndef TIERKV_STORE_STORE_INTERNAL_H_
 #define TIERKV_STORE_STORE_INTERNAL_H_
 
+#include <condition_variable>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -20,19 +21,50 @@ struct Store::Blob {
   std::string group_id;
   uint32_t leases = 0;         // lease records pointing here
   int64_t lease_deadline = 0;  // latest deadline among them
-  bool zombie = false;         // removed from the index, kept alive by leases
+  uint32_t pins = 0;           // being copied to SSD: not evicted, not freed
+  bool zombie = false;         // removed from the index, kept alive by leases or pins
   // Pending (ALLOCATED) blobs only:
   uint64_t alloc_id = 0;
   uint64_t owner = 0;  // session that holds the write grant
   int64_t alloc_deadline = 0;
 };
 
+// One replica on SSD. Shared by the index and by readers doing I/O on it; when
+// the last reference goes, the blob is queued for freeing (Store::DrainSsdTrash).
+struct Store::SsdReplica {
+  SsdBlob blob;
+};
+
+// A rewarm in flight; gets of the same key wait on it instead of reading again.
+struct Store::RewarmTicket {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  void Finish(Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = std::move(st);
+    done = true;
+    cv.notify_all();
+  }
+  Status Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [this] { return done; });
+    return status;
+  }
+};
+
 struct Store::Entry {
-  std::unique_ptr<Blob> current;  // READABLE
-  std::unique_ptr<Blob> pending;  // ALLOCATED, awaiting commit
+  std::unique_ptr<Blob> current;         // READABLE on DRAM
+  std::unique_ptr<Blob> pending;         // ALLOCATED, awaiting commit
+  std::shared_ptr<SsdReplica> ssd;       // READABLE on SSD
+  std::shared_ptr<RewarmTicket> rewarm;  // SSD -> DRAM copy in flight
   int64_t last_access = 0;
   bool in_lru = false;
+  bool in_ssd_lru = false;
   std::list<Map::value_type*>::iterator lru_pos;
+  std::list<Map::value_type*>::iterator ssd_lru_pos;
+  bool readable() const { return current != nullptr || ssd != nullptr; }  // on some medium
 };
 
 struct LeaseRecord {
@@ -45,13 +77,15 @@ struct Store::Shard {
   explicit Shard(uint32_t i) : index(i) {}
   const uint32_t index;  // position in shards_, carried in alloc and lease ids
   std::mutex mu;
-  Map map;                          // composite key -> entry
-  std::list<Map::value_type*> lru;  // front = most recent; readable entries only
+  Map map;                              // composite key -> entry
+  std::list<Map::value_type*> lru;      // front = most recent; entries with a DRAM replica
+  std::list<Map::value_type*> ssd_lru;  // front = most recent; entries with an SSD replica
   std::unordered_map<uint64_t, Map::value_type*> pending;  // alloc id -> entry
   std::unordered_map<uint64_t, LeaseRecord> leases;        // lease id -> record
   std::unordered_map<Blob*, std::unique_ptr<Blob>> zombies;
   uint64_t zombie_bytes = 0;
-  uint64_t readable = 0;
+  uint64_t readable = 0;     // entries readable on some medium
+  uint64_t ssd_objects = 0;  // entries with an SSD replica
 };
 
 struct Store::Victim {

@@ -91,6 +91,7 @@ std::vector<Store::Victim> Store::GatherVictims() {
          it != shard.lru.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan;
          ++it, ++scanned) {
       const Entry& e = (*it)->second;
+      if (e.current->pins > 0) continue;  // being copied to SSD
       if (e.current->leases > 0) {
         if (LeasedLocked(*e.current, now)) continue;
         if (!reaped) {
@@ -108,6 +109,7 @@ std::vector<Store::Victim> Store::GatherVictims() {
 }
 
 bool Store::EvictVictim(const Victim& victim) {
+  if (ssd_) return MoveDown(victim.shard, victim.composite, victim.last_access, /*drop_dram=*/true);
   Shard& shard = *shards_[victim.shard];
   std::lock_guard<std::mutex> lock(shard.mu);
   auto it = shard.map.find(victim.composite);
@@ -163,11 +165,21 @@ size_t Store::RunMaintenance() {
       }
     }
   }
+  // DRAM first: its demotions fill SSD, which is then brought back down.
+  size_t evicted = 0;
   const uint64_t capacity = dram_->capacity();
   if (dram_->allocated_bytes() > static_cast<uint64_t>(options_.high_watermark * capacity)) {
-    return EvictDownTo(static_cast<uint64_t>(options_.low_watermark * capacity));
+    evicted = EvictDownTo(static_cast<uint64_t>(options_.low_watermark * capacity));
   }
-  return 0;
+  DrainSsdTrash();
+  if (ssd_) {
+    const uint64_t ssd_capacity = ssd_->Stats().capacity;
+    if (ssd_->Stats().allocated >
+        static_cast<uint64_t>(options_.ssd_high_watermark * ssd_capacity)) {
+      EvictSsdDownTo(static_cast<uint64_t>(options_.ssd_low_watermark * ssd_capacity));
+    }
+  }
+  return evicted;
 }
 
 void Store::EndSession(uint64_t session) {

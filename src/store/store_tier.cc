@@ -1,0 +1,437 @@
+// Store: the SSD tier. Demotion (DRAM -> SSD), rewarm (SSD -> DRAM, one read per
+// key), SSD eviction, write-through and prefetch jobs, and recovery at attach.
+//
+// Lock order: evict_mu_ -> ssd_evict_mu_ -> a shard's mu -> trash_mu_. SSD I/O
+// runs with no shard lock held.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "store/store.h"
+#include "store/store_internal.h"
+
+namespace tierkv {
+namespace {
+
+constexpr size_t kVictimsPerShard = 8;
+constexpr size_t kMaxTailScan = 64;
+constexpr size_t kMaxQueuedWriteThrough = 4096;
+constexpr int kLeaseColdAttempts = 4;
+
+}  // namespace
+
+Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recovered,
+                        const SsdRecoveryStats& recovery) {
+  if (ssd_) return InvalidArgument("an SSD tier is already attached");
+  if (!ssd) return InvalidArgument("no SSD tier given");
+  if (!(options_.ssd_low_watermark > 0 &&
+        options_.ssd_low_watermark <= options_.ssd_high_watermark &&
+        options_.ssd_high_watermark <= 1.0)) {
+    return InvalidArgument("SSD watermarks must satisfy 0 < low <= high <= 1");
+  }
+  ssd_ = std::move(ssd);
+  recovery_ = recovery;
+  const int64_t now = clock_->NowNanos();
+  for (SsdBlob& blob : recovered) {
+    if (!ValidateTenant(blob.header.tenant).ok() || !ValidateKey(blob.header.key).ok()) {
+      ++recovery_.corrupt;
+      (void)ssd_->Free(blob);
+      continue;
+    }
+    const std::string composite = Composite(blob.header.tenant, blob.header.key);
+    Shard& shard = ShardFor(composite);
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto [it, inserted] = shard.map.try_emplace(composite);
+    if (!inserted) continue;  // the scan keeps one blob per key
+    ++shard.readable;
+    it->second.last_access = now;
+    InstallSsdLocked(shard, *it, MakeReplica(std::move(blob)));
+  }
+  tier_thread_ = std::thread([this] { TierWorkerLoop(); });
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Replicas and the trash.
+
+std::shared_ptr<Store::SsdReplica> Store::MakeReplica(SsdBlob blob) {
+  return std::shared_ptr<SsdReplica>(new SsdReplica{std::move(blob)}, [this](SsdReplica* r) {
+    if (!closing_.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> lock(trash_mu_);
+      trash_.push_back(std::move(r->blob));
+    }
+    delete r;
+  });
+}
+
+void Store::DrainSsdTrash() {
+  if (!ssd_) return;
+  std::vector<SsdBlob> blobs;
+  {
+    std::lock_guard<std::mutex> lock(trash_mu_);
+    if (trash_.empty()) return;
+    blobs.swap(trash_);
+  }
+  for (const SsdBlob& b : blobs) {
+    if (Status st = ssd_->Free(b); !st.ok()) NoteSsdError(st, "free");
+  }
+}
+
+void Store::InstallSsdLocked(Shard& shard, Map::value_type& kv,
+                             std::shared_ptr<SsdReplica> replica) {
+  Entry& e = kv.second;
+  e.ssd = std::move(replica);
+  ++shard.ssd_objects;
+  shard.ssd_lru.push_front(&kv);
+  e.ssd_lru_pos = shard.ssd_lru.begin();
+  e.in_ssd_lru = true;
+  const BlobHeader& h = e.ssd->blob.header;
+  Announce(kv, h.group_id, h.size, Medium::kSsd, /*stored=*/true, RemoveCause::kRemoved);
+}
+
+std::shared_ptr<Store::SsdReplica> Store::DropSsdLocked(Shard& shard, Map::value_type& kv,
+                                                        RemoveCause cause) {
+  Entry& e = kv.second;
+  std::shared_ptr<SsdReplica> r = std::move(e.ssd);
+  --shard.ssd_objects;
+  if (e.in_ssd_lru) {
+    shard.ssd_lru.erase(e.ssd_lru_pos);
+    e.in_ssd_lru = false;
+  }
+  Announce(kv, r->blob.header.group_id, r->blob.header.size, Medium::kSsd, /*stored=*/false, cause);
+  return r;
+}
+
+void Store::NoteSsdError(const Status& st, const char* what) {
+  tier_.io_errors.fetch_add(1, std::memory_order_relaxed);
+  const int64_t now = clock_->NowNanos();
+  const int64_t resume = now + options_.ssd_error_backoff_ms * 1'000'000;
+  const int64_t before = ssd_writes_resume_at_.exchange(resume);
+  if (before <= now) {
+    spdlog::error("SSD tier: {} failed ({}); no new SSD writes for {} ms", what, st.ToString(),
+                  options_.ssd_error_backoff_ms);
+  }
+}
+
+bool Store::SsdWritable() const {
+  return ssd_ && clock_->NowNanos() >= ssd_writes_resume_at_.load(std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------
+// DRAM -> SSD.
+
+Result<SsdBlob> Store::WriteSsd(const BlobHeader& header, const void* value) {
+  const uint64_t footprint = BlobFootprint(header.size);
+  for (int attempt = 0;; ++attempt) {
+    Result<SsdBlob> r = ssd_->Write(header, value);
+    if (r.ok()) {
+      tier_.flush_blobs.fetch_add(1, std::memory_order_relaxed);
+      tier_.flush_bytes.fetch_add(header.size, std::memory_order_relaxed);
+      return r;
+    }
+    if (r.code() != Code::kNoSpace || attempt == 1) {
+      tier_.flush_failed.fetch_add(1, std::memory_order_relaxed);
+      if (r.code() == Code::kIoError) NoteSsdError(r.status(), "write");
+      return r;
+    }
+    // Full: drop the oldest SSD replicas until the blob fits.
+    std::lock_guard<std::mutex> lock(ssd_evict_mu_);
+    DrainSsdTrash();
+    while (ssd_->Stats().largest_free < footprint) {
+      std::vector<Victim> victims = GatherSsdVictims();
+      bool progress = false;
+      for (const Victim& v : victims) {
+        progress |= EvictSsdVictim(v);
+        DrainSsdTrash();
+        if (ssd_->Stats().largest_free >= footprint) break;
+      }
+      if (!progress) break;
+    }
+  }
+}
+
+bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t last_access,
+                     bool drop_dram) {
+  Shard& shard = *shards_[shard_index];
+  // Drops the DRAM replica if nobody uses it and it was not touched meanwhile.
+  auto drop_if_idle = [&](Map::iterator it) {
+    Entry& e = it->second;
+    const int64_t now = clock_->NowNanos();
+    if (!drop_dram || LeasedLocked(*e.current, now) || e.current->pins > 0) return false;
+    if (last_access >= 0 && e.last_access != last_access) return false;
+    if (e.current->leases > 0) ReapShardLocked(shard, now);
+    std::unique_ptr<Blob> blob = std::move(e.current);
+    if (!e.ssd) --shard.readable;
+    if (e.in_lru) {
+      shard.lru.erase(e.lru_pos);
+      e.in_lru = false;
+    }
+    const RemoveCause cause = e.ssd ? RemoveCause::kDemoted : RemoveCause::kEvicted;
+    evicted_objects_.fetch_add(1, std::memory_order_relaxed);
+    evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);
+    if (cause == RemoveCause::kDemoted) tier_.demoted.fetch_add(1, std::memory_order_relaxed);
+    AnnounceRemoved(*it, *blob, cause);
+    RetireLocked(shard, std::move(blob));
+    EraseIfEmptyLocked(shard, it);
+    return true;
+  };
+
+  Blob* pinned = nullptr;
+  BlobHeader header;
+  const uint8_t* value = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(composite);
+    if (it == shard.map.end() || !it->second.current) return false;
+    Entry& e = it->second;
+    if (last_access >= 0 && e.last_access != last_access) return false;
+    if (e.current->pins > 0) return false;  // another copy to SSD is running
+    if (e.ssd || !SsdWritable() || (drop_dram && LeasedLocked(*e.current, clock_->NowNanos()))) {
+      return drop_if_idle(it);
+    }
+    pinned = e.current.get();
+    ++pinned->pins;
+    header.tenant = std::string(TenantOf(composite));
+    header.key = std::string(KeyOf(composite));
+    header.group_id = pinned->group_id;
+    header.size = pinned->size;
+    value = dram_->base() + pinned->extent.offset;
+  }
+  Result<SsdBlob> written = WriteSsd(header, value);
+  std::shared_ptr<SsdReplica> unused;  // released after the lock: its blob goes to the trash
+  bool dropped = false;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(composite);
+    const bool same = it != shard.map.end() && it->second.current.get() == pinned;
+    UnpinLocked(shard, pinned);
+    if (written.ok()) {
+      auto replica = MakeReplica(std::move(*written));
+      if (same && !it->second.ssd) {
+        InstallSsdLocked(shard, *it, std::move(replica));
+      } else {
+        unused = std::move(replica);  // removed or replaced while it was written
+      }
+    }
+    if (same) dropped = drop_if_idle(it);
+  }
+  unused.reset();
+  DrainSsdTrash();
+  return dropped;
+}
+
+// ---------------------------------------------------------------------------
+// SSD eviction.
+
+std::vector<Store::Victim> Store::GatherSsdVictims() {
+  std::vector<Victim> victims;
+  for (uint32_t i = 0; i < shards_.size(); ++i) {
+    Shard& shard = *shards_[i];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    size_t taken = 0;
+    size_t scanned = 0;
+    for (auto it = shard.ssd_lru.rbegin();
+         it != shard.ssd_lru.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan;
+         ++it, ++scanned) {
+      const Entry& e = (*it)->second;
+      if (e.rewarm || e.ssd.use_count() > 1) continue;  // being read
+      victims.push_back(Victim{e.last_access, i, (*it)->first});
+      ++taken;
+    }
+  }
+  std::sort(victims.begin(), victims.end(),
+            [](const Victim& a, const Victim& b) { return a.last_access < b.last_access; });
+  return victims;
+}
+
+bool Store::EvictSsdVictim(const Victim& victim) {
+  Shard& shard = *shards_[victim.shard];
+  std::shared_ptr<SsdReplica> dropped;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(victim.composite);
+    if (it == shard.map.end() || !it->second.ssd) return false;
+    Entry& e = it->second;
+    if (e.last_access != victim.last_access || e.rewarm || e.ssd.use_count() > 1) return false;
+    dropped = DropSsdLocked(shard, *it, RemoveCause::kEvicted);
+    if (!e.current) --shard.readable;
+    tier_.ssd_evicted_objects.fetch_add(1, std::memory_order_relaxed);
+    tier_.ssd_evicted_bytes.fetch_add(dropped->blob.header.size, std::memory_order_relaxed);
+    EraseIfEmptyLocked(shard, it);
+  }
+  return true;
+}
+
+size_t Store::EvictSsdDownTo(uint64_t target_used) {
+  if (!ssd_) return 0;
+  std::lock_guard<std::mutex> lock(ssd_evict_mu_);
+  size_t evicted = 0;
+  DrainSsdTrash();
+  while (ssd_->Stats().allocated > target_used) {
+    std::vector<Victim> victims = GatherSsdVictims();
+    size_t round = 0;
+    for (const Victim& v : victims) {
+      round += EvictSsdVictim(v) ? 1 : 0;
+      DrainSsdTrash();
+      if (ssd_->Stats().allocated <= target_used) break;
+    }
+    evicted += round;
+    if (round == 0) break;
+  }
+  return evicted;
+}
+
+// ---------------------------------------------------------------------------
+// SSD -> DRAM.
+
+Status Store::Rewarm(Shard& shard, const std::string& composite) {
+  std::shared_ptr<RewarmTicket> ticket;
+  std::shared_ptr<SsdReplica> replica;
+  bool leader = false;
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(composite);
+    if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
+    Entry& e = it->second;
+    if (e.current) return Status::Ok();
+    if (e.rewarm) {
+      ticket = e.rewarm;
+    } else {
+      ticket = std::make_shared<RewarmTicket>();
+      e.rewarm = ticket;
+      replica = e.ssd;
+      leader = true;
+    }
+  }
+  if (!leader) {
+    tier_.rewarm_waiting.fetch_add(1, std::memory_order_relaxed);
+    Status st = ticket->Wait();
+    tier_.rewarm_waiting.fetch_sub(1, std::memory_order_relaxed);
+    return st;
+  }
+  Status st = RunRewarm(shard, composite, replica, ticket);
+  replica.reset();
+  ticket->Finish(st);
+  DrainSsdTrash();
+  return st;
+}
+
+Status Store::RunRewarm(Shard& shard, const std::string& composite,
+                        const std::shared_ptr<SsdReplica>& replica,
+                        const std::shared_ptr<RewarmTicket>& ticket) {
+  const uint64_t size = replica->blob.header.size;
+  tier_.rewarm_bytes_current.fetch_add(size, std::memory_order_relaxed);
+  Result<Extent> space = AllocateSpace(size);
+  Status st = space.status();
+  if (space.ok()) st = ssd_->Read(replica->blob, dram_->base() + space->offset);
+  tier_.rewarm_bytes_current.fetch_sub(size, std::memory_order_relaxed);
+
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.map.find(composite);
+  const bool found = it != shard.map.end();
+  if (found && it->second.rewarm == ticket) it->second.rewarm.reset();
+  const bool same = found && it->second.ssd == replica;
+  if (!st.ok()) {
+    if (space.ok()) FreeExtent(*space, size);
+    tier_.rewarm_failed.fetch_add(1, std::memory_order_relaxed);
+    if (st.code() == Code::kNoSpace) return st;
+    NoteSsdError(st, "read");
+    if (st.code() != Code::kProtocolError) return st;
+    // A bad checksum: the replica is never served again.
+    tier_.corrupt_blobs.fetch_add(1, std::memory_order_relaxed);
+    if (same) {
+      (void)DropSsdLocked(shard, *it, RemoveCause::kEvicted);
+      if (!it->second.current) --shard.readable;
+      EraseIfEmptyLocked(shard, it);
+    }
+    spdlog::error("SSD tier: {}; the replica was dropped", st.message());
+    return Status(Code::kIoError, "the SSD copy of this key failed its checksum and was dropped");
+  }
+  if (!same || it->second.current) {  // removed, replaced or rewarmed meanwhile
+    FreeExtent(*space, size);
+    return Status::Ok();
+  }
+  auto blob = std::make_unique<Blob>();
+  blob->extent = *space;
+  blob->size = size;
+  blob->group_id = replica->blob.header.group_id;
+  it->second.current = std::move(blob);
+  TouchLocked(shard, *it, clock_->NowNanos());
+  AnnounceStored(*it, *it->second.current);
+  tier_.rewarm.fetch_add(1, std::memory_order_relaxed);
+  tier_.rewarm_bytes.fetch_add(size, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
+                                    const Caller& caller) {
+  for (int attempt = 0; attempt < kLeaseColdAttempts; ++attempt) {
+    if (Status st = Rewarm(shard, composite); !st.ok()) return st;
+    bool cold = false;
+    std::lock_guard<std::mutex> lock(shard.mu);
+    Result<LeaseGrant> r = LeaseLocked(shard, composite, caller, &cold, /*from_ssd=*/true);
+    if (r.ok() || !cold) return r;
+  }
+  return Status(Code::kRetry, "the rewarmed copy was evicted again before it could be read");
+}
+
+size_t Store::Prefetch(std::string_view tenant, std::span<const std::string> keys) {
+  if (!ssd_ || !ValidateTenant(tenant).ok()) return 0;
+  size_t n = 0;
+  for (const std::string& key : keys) {
+    if (!ValidateKey(key).ok()) continue;
+    std::string composite = Composite(tenant, key);
+    Shard& shard = ShardFor(composite);
+    {
+      std::lock_guard<std::mutex> lock(shard.mu);
+      auto it = shard.map.find(composite);
+      if (it == shard.map.end() || it->second.current || !it->second.ssd || it->second.rewarm) {
+        continue;
+      }
+    }
+    EnqueueTierJob(
+        [this, &shard, composite = std::move(composite)] { (void)Rewarm(shard, composite); },
+        /*droppable=*/false);
+    ++n;
+  }
+  tier_.prefetch_scheduled.fetch_add(n, std::memory_order_relaxed);
+  return n;
+}
+
+// ---------------------------------------------------------------------------
+// Background jobs (write-through copies and prefetches).
+
+void Store::EnqueueTierJob(std::function<void()> job, bool droppable) {
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  if (droppable && tier_jobs_.size() >= kMaxQueuedWriteThrough) {
+    tier_.write_through_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;  // the copy is made when the object is demoted instead
+  }
+  tier_jobs_.push_back(std::move(job));
+  tier_cv_.notify_one();
+}
+
+void Store::TierWorkerLoop() {
+  std::unique_lock<std::mutex> lock(tier_mu_);
+  for (;;) {
+    tier_cv_.wait(lock, [this] { return tier_stopping_ || !tier_jobs_.empty(); });
+    if (tier_stopping_) return;
+    std::function<void()> job = std::move(tier_jobs_.front());
+    tier_jobs_.pop_front();
+    ++tier_running_;
+    lock.unlock();
+    job();
+    lock.lock();
+    --tier_running_;
+    if (tier_jobs_.empty() && tier_running_ == 0) tier_idle_cv_.notify_all();
+  }
+}
+
+void Store::WaitTierIdle() {
+  std::unique_lock<std::mutex> lock(tier_mu_);
+  tier_idle_cv_.wait(lock, [this] {
+    return !tier_thread_.joinable() || tier_stopping_ || (tier_jobs_.empty() && tier_running_ == 0);
+  });
+}
+
+}  // namespace tierkv

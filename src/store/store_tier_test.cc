@@ -1,0 +1,291 @@
+// The SSD tier inside the store: demotion on eviction, rewarm on get (one read
+// per key however many gets wait), SSD eviction and watermarks, write-through,
+// prefetch, one-tier-down eviction, corrupt and failing media, and recovery of
+// the index from the blobs on "restart" (a new store over the same bytes).
+#include <thread>
+
+#include "media/mem_block_file.h"
+#include "store/store_test_util.h"
+
+namespace tierkv {
+namespace {
+
+std::string Key(int i) { return "k" + std::to_string(i); }
+std::string Fill(int i) { return "value-" + std::to_string(i) + "-"; }
+
+class TierTest : public StoreTest {
+ protected:
+  // A store over `pool` bytes of DRAM and an SSD tier over `disk` (a fresh one
+  // of `ssd_bytes` when null), recovering what `disk` holds.
+  void MakeTiered(uint64_t pool, uint64_t ssd_bytes, StoreOptions opts = {},
+                  std::shared_ptr<std::string> disk = nullptr) {
+    store_.reset();
+    Make(pool, opts);
+    if (!disk) disk = std::make_shared<std::string>(ssd_bytes, '\0');
+    disk_ = disk;
+    auto file = std::make_unique<MemBlockFile>(disk);
+    file_ = file.get();
+    if (fail_write_) file_->fail_write = fail_write_;
+    std::vector<SsdBlob> recovered;
+    SsdRecoveryStats stats;
+    auto tier = SsdTier::Open(std::move(file), &recovered, &stats);
+    ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+    ASSERT_TRUE(store_->AttachSsd(std::move(*tier), std::move(recovered), stats).ok());
+  }
+  TierStats Tier() { return store_->Stats().tier; }
+  uint32_t Media(std::string_view key) {
+    auto q = store_->Query({}, {"default", key});
+    return q.ok() ? q->media : 0;
+  }
+  static constexpr uint32_t kDram = MediumBit(Medium::kDram);
+  static constexpr uint32_t kSsd = MediumBit(Medium::kSsd);
+
+  std::shared_ptr<std::string> disk_;
+  MemBlockFile* file_ = nullptr;
+  std::function<bool(int, uint64_t)> fail_write_;
+};
+
+TEST_F(TierTest, EvictedObjectsAreDemotedAndRewarmedOnGet) {
+  MakeTiered(4 * kMiB, 64 * kMiB, StoreOptions{.shards = 4});
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok()) << i;
+    clock_.AdvanceMillis(1);
+  }
+  // Twelve objects in four MiB of DRAM: the oldest went down to SSD, in order.
+  EXPECT_EQ(Media(Key(0)), kSsd);
+  EXPECT_EQ(Media(Key(11)), kDram);
+  const TierStats t = Tier();
+  EXPECT_GE(t.flush_blobs, 8u);
+  EXPECT_EQ(t.flush_bytes, t.flush_blobs * kMiB);
+  EXPECT_EQ(t.demoted, t.flush_blobs);
+  EXPECT_EQ(store_->Stats().objects, 12u);
+  // Stored on SSD is announced before the DRAM copy goes.
+  std::vector<std::string> ev = observer_.Take();
+  auto pos = [&](const std::string& s) { return std::find(ev.begin(), ev.end(), s) - ev.begin(); };
+  EXPECT_LT(pos("stored default/k0 ssd"), pos("demoted default/k0 dram"));
+  EXPECT_LT(pos("demoted default/k0 dram"), static_cast<long>(ev.size()));
+
+  // Every object reads back with its own bytes; cold ones come from SSD.
+  for (int i = 0; i < 12; ++i) {
+    auto v = Get(Key(i));
+    ASSERT_TRUE(v.ok()) << i << " " << v.status().ToString();
+    std::string want;
+    while (want.size() < kMiB) want += Fill(i);
+    want.resize(kMiB);
+    EXPECT_EQ(*v, want) << i;
+    clock_.AdvanceMillis(1);
+  }
+  // Reading k0..k7 back pushed k8..k11 down in turn, so every get was cold.
+  const StoreStats s = store_->Stats();
+  EXPECT_EQ(s.tier.rewarm, 12u);
+  EXPECT_EQ(s.tier.get_hits_ssd, 12u);
+  EXPECT_EQ(s.get_hits_dram, 0u);
+  EXPECT_EQ(s.tier.rewarm_bytes, 12 * kMiB);
+  EXPECT_EQ(s.tier.rewarm_bytes_current, 0u);
+  // A rewarmed object keeps its SSD replica: demoting it again writes nothing.
+  const uint64_t flushed = s.tier.flush_blobs;
+  EXPECT_EQ(Media(Key(11)), kDram | kSsd);
+  EXPECT_EQ(Media(Key(0)), kSsd);
+  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{Key(11)}), 1u);
+  EXPECT_EQ(Media(Key(11)), kSsd);
+  EXPECT_TRUE(Get(Key(11)).ok());
+  EXPECT_EQ(store_->Stats().get_hits_dram, 0u);
+  EXPECT_EQ(Tier().flush_blobs, flushed);
+}
+
+TEST_F(TierTest, ConcurrentGetsOfAColdKeyShareOneRewarm) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("cold", "c", kMiB).ok());
+  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"cold"}), 1u);
+  ASSERT_EQ(Media("cold"), kSsd);
+
+  file_->CloseGate();
+  const int reads_before = file_->reads_started.load();
+  std::vector<std::thread> readers;
+  std::atomic<int> ok{0};
+  auto reader = [&] {
+    auto l = store_->Lease({}, {"default", "cold"});
+    if (l.ok() && store_->Release(l->lease_id).ok()) ++ok;
+  };
+  readers.emplace_back(reader);
+  while (file_->reads_started.load() == reads_before) std::this_thread::yield();
+  for (int i = 0; i < 3; ++i) readers.emplace_back(reader);
+  while (Tier().rewarm_waiting < 3) std::this_thread::yield();
+  file_->OpenGate();
+  for (auto& t : readers) t.join();
+
+  EXPECT_EQ(ok.load(), 4);
+  EXPECT_EQ(file_->reads_started.load() - reads_before, 1);
+  const TierStats t = Tier();
+  EXPECT_EQ(t.rewarm, 1u);
+  EXPECT_EQ(t.get_hits_ssd, 4u);
+  EXPECT_EQ(t.rewarm_waiting, 0u);
+}
+
+TEST_F(TierTest, FullSsdDropsItsOldestReplicas) {
+  // 6 MiB of SSD holds five 1 MiB blobs (each has a 4 KiB header).
+  MakeTiered(2 * kMiB, 6 * kMiB, StoreOptions{.shards = 2});
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok()) << i;
+    clock_.AdvanceMillis(1);
+  }
+  const TierStats t = Tier();
+  EXPECT_GT(t.ssd_evicted_objects, 0u);
+  EXPECT_EQ(t.flush_failed, 0u);
+  EXPECT_LE(t.ssd.allocated, 6 * kMiB);
+  // The newest objects are all still readable; the oldest were dropped.
+  EXPECT_EQ(Get(Key(0)).code(), Code::kNotFound);
+  for (int i = 7; i < 12; ++i) EXPECT_TRUE(Get(Key(i)).ok()) << i;
+  size_t readable = 0;
+  for (int i = 0; i < 12; ++i) readable += store_->Exist({}, {"default", Key(i)}).ok() ? 1 : 0;
+  EXPECT_EQ(store_->Stats().objects, readable);
+}
+
+TEST_F(TierTest, SsdWatermarksBoundBackgroundEviction) {
+  MakeTiered(2 * kMiB, 11 * kMiB, StoreOptions{.shards = 2});
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Put(Key(i), "v", kMiB).ok());
+    clock_.AdvanceMillis(1);
+  }
+  const uint64_t cap = Tier().ssd.capacity;
+  ASSERT_GT(Tier().ssd.allocated, static_cast<uint64_t>(0.9 * cap));
+  store_->RunMaintenance();
+  EXPECT_LE(Tier().ssd.allocated, static_cast<uint64_t>(0.8 * cap));
+  EXPECT_GT(Tier().ssd_evicted_objects, 0u);
+}
+
+TEST_F(TierTest, WriteThroughCopiesCommittedObjectsAtOnce) {
+  MakeTiered(8 * kMiB, 16 * kMiB, StoreOptions{.ssd_write_through = true});
+  ASSERT_TRUE(Put("a", "A", 100000).ok());
+  store_->WaitTierIdle();
+  EXPECT_EQ(Media("a"), kDram | kSsd);
+  EXPECT_EQ(Tier().flush_blobs, 1u);
+  // Survives a restart although it was never evicted.
+  MakeTiered(8 * kMiB, 0, StoreOptions{}, disk_);
+  auto v = Get("a");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, std::string(100000, 'A'));
+}
+
+TEST_F(TierTest, PrefetchRewarmsInTheBackground) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  std::vector<std::string> keys = {"p0", "p1", "p2"};
+  for (const auto& k : keys) ASSERT_TRUE(Put(k, k, kMiB).ok());
+  ASSERT_EQ(store_->EvictKeys("default", keys), 3u);
+  keys.push_back("missing");
+  EXPECT_EQ(store_->Prefetch("default", keys), 3u);
+  store_->WaitTierIdle();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Media(keys[i]), kDram | kSsd) << i;
+  EXPECT_EQ(Tier().rewarm, 3u);
+  EXPECT_EQ(Tier().get_hits_ssd, 0u);                // nothing was read yet
+  EXPECT_EQ(store_->Prefetch("default", keys), 0u);  // already warm
+}
+
+TEST_F(TierTest, EvictKeysMovesOneTierDownAtATime) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("x", "x", 4096).ok());
+  const std::vector<std::string> keys = {"x"};
+  EXPECT_EQ(store_->EvictKeys("default", keys), 1u);
+  EXPECT_EQ(Media("x"), kSsd);
+  EXPECT_EQ(store_->EvictKeys("default", keys), 1u);
+  EXPECT_EQ(Media("x"), 0u);
+  EXPECT_EQ(store_->EvictKeys("default", keys), 0u);
+  EXPECT_EQ(Tier().ssd.allocated, 0u);  // the blob was freed
+}
+
+TEST_F(TierTest, CorruptBlobIsDroppedNotServed) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("bad", "b", 8192).ok());
+  ASSERT_TRUE(Put("good", "g", 8192).ok());
+  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"bad", "good"}), 2u);
+  // Flip a byte in the value of "bad" (the blob whose header names it).
+  const size_t at = disk_->find("bad");
+  ASSERT_NE(at, std::string::npos);
+  (*disk_)[at / 4096 * 4096 + 4096 + 100] ^= 0x5a;
+  auto l = store_->Lease({}, {"default", "bad"});
+  EXPECT_EQ(l.code(), Code::kIoError);
+  EXPECT_EQ(store_->Exist({}, {"default", "bad"}).code(), Code::kNotFound);
+  EXPECT_EQ(Tier().corrupt_blobs, 1u);
+  EXPECT_EQ(Tier().rewarm_failed, 1u);
+  EXPECT_EQ(*Get("good"), std::string(8192, 'g'));
+}
+
+TEST_F(TierTest, FailingSsdWritesFallBackToDroppingAndDramKeepsServing) {
+  fail_write_ = [](int, uint64_t) { return true; };
+  MakeTiered(2 * kMiB, 16 * kMiB, StoreOptions{.shards = 2});
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(Put(Key(i), "v", kMiB).ok()) << i;  // puts keep succeeding
+    clock_.AdvanceMillis(1);
+  }
+  const TierStats t = Tier();
+  EXPECT_GE(t.io_errors, 1u);
+  EXPECT_GE(t.flush_failed, 1u);
+  EXPECT_EQ(t.ssd_objects, 0u);
+  EXPECT_GE(store_->Stats().evicted_objects, 4u);
+  EXPECT_TRUE(Get(Key(5)).ok());
+  EXPECT_EQ(Get(Key(0)).code(), Code::kNotFound);
+}
+
+TEST_F(TierTest, FailingSsdReadIsAnErrorAndTheReplicaStays) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("r", "r", 8192).ok());
+  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"r"}), 1u);
+  file_->fail_read = [](uint64_t) { return true; };
+  EXPECT_EQ(store_->Lease({}, {"default", "r"}).code(), Code::kIoError);
+  EXPECT_EQ(Media("r"), kSsd);  // a read error is not proof of corruption
+  file_->fail_read = nullptr;
+  EXPECT_EQ(*Get("r"), std::string(8192, 'r'));
+  EXPECT_EQ(Tier().rewarm_failed, 1u);
+  EXPECT_EQ(Tier().io_errors, 1u);
+}
+
+TEST_F(TierTest, RestartRecoversSsdReplicasButNotRemovedOrReplacedValues) {
+  MakeTiered(8 * kMiB, 32 * kMiB);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(Put(Key(i), Fill(i), 100000).ok());
+  std::vector<std::string> all;
+  for (int i = 0; i < 6; ++i) all.push_back(Key(i));
+  ASSERT_EQ(store_->EvictKeys("default", all), 6u);
+  ASSERT_TRUE(store_->Remove({}, {"default", Key(1)}).ok());
+  ASSERT_TRUE(Put(Key(2), "new", 5000, /*upsert=*/true).ok());  // DRAM only now
+  ASSERT_TRUE(Put("dram-only", "d", 100).ok());
+
+  MakeTiered(8 * kMiB, 0, StoreOptions{}, disk_);
+  EXPECT_EQ(store_->Stats().objects, 4u);
+  EXPECT_EQ(Tier().recovered.blobs, 4u);
+  EXPECT_EQ(Get(Key(1)).code(), Code::kNotFound);
+  EXPECT_EQ(Get(Key(2)).code(), Code::kNotFound);  // the old value must not come back
+  EXPECT_EQ(Get("dram-only").code(), Code::kNotFound);
+  for (int i : {0, 3, 4, 5}) {
+    auto v = Get(Key(i));
+    ASSERT_TRUE(v.ok()) << i;
+    EXPECT_EQ(v->substr(0, Fill(i).size()), Fill(i));
+    EXPECT_EQ(v->size(), 100000u);
+  }
+  // Recovered replicas are announced as SSD replicas.
+  bool saw = false;
+  store_->ForEachReadable(
+      [&](const ReplicaEvent& e) { saw |= e.key == Key(0) && e.medium == Medium::kSsd; });
+  EXPECT_TRUE(saw);
+}
+
+TEST_F(TierTest, RemoveDuringRewarmNeverResurrectsTheKey) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("gone", "g", kMiB).ok());
+  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"gone"}), 1u);
+  file_->CloseGate();
+  const int before = file_->reads_started.load();
+  std::thread reader([&] {
+    EXPECT_EQ(store_->Lease({}, {"default", "gone"}).code(), Code::kNotFound);
+  });
+  while (file_->reads_started.load() == before) std::this_thread::yield();
+  ASSERT_TRUE(store_->Remove({}, {"default", "gone"}).ok());
+  file_->OpenGate();
+  reader.join();
+  EXPECT_EQ(Media("gone"), 0u);
+  EXPECT_EQ(store_->dram().Stats().allocated, 0u);  // the rewarm's range was returned
+  store_->RunMaintenance();
+  EXPECT_EQ(Tier().ssd.allocated, 0u);  // and the blob freed once the read let go
+}
+
+}  // namespace
+}  // namespace tierkv
