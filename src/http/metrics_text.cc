@@ -100,6 +100,27 @@ constexpr Family kDramFreeRanges{"tierkv_dram_free_ranges", "gauge",
                                  "Number of free ranges in the DRAM pool"};
 constexpr Family kDramRequested{"tierkv_dram_requested_bytes", "gauge",
                                 "Bytes of live values in the DRAM pool before size-class rounding"};
+// Beyond the contract: the SSD tier (only when one is attached).
+constexpr Family kSsdInfo{"tierkv_ssd_info", "gauge",
+                          "SSD tier I/O engine (io_uring or pread) and whether O_DIRECT is on"};
+constexpr Family kSsdObjects{"tierkv_ssd_objects", "gauge", "Objects with a replica on SSD"};
+constexpr Family kSsdDemoted{"tierkv_ssd_demoted_total", "counter",
+                             "DRAM replicas dropped with an SSD replica kept (demotions)"};
+constexpr Family kSsdFlushFailed{"tierkv_ssd_flush_failed_total", "counter",
+                                 "SSD writes that failed (no room or I/O error)"};
+constexpr Family kSsdEvicted{"tierkv_ssd_evicted_total", "counter", "SSD replicas evicted"};
+constexpr Family kSsdEvictedBytes{"tierkv_ssd_evicted_bytes_total", "counter",
+                                  "Bytes of SSD replicas evicted"};
+constexpr Family kSsdIoErrors{"tierkv_ssd_io_errors_total", "counter",
+                              "SSD reads, writes and frees that failed"};
+constexpr Family kSsdCorrupt{"tierkv_ssd_corrupt_blobs_total", "counter",
+                             "SSD replicas dropped because their value failed its checksum"};
+constexpr Family kSsdRecovered{"tierkv_ssd_recovered_blobs", "gauge",
+                               "Objects the start-up scan recovered from SSD"};
+constexpr Family kSsdRecoveryCorrupt{"tierkv_ssd_recovery_corrupt_blobs", "gauge",
+                                     "Blob headers the start-up scan found invalid and dropped"};
+constexpr Family kSsdPrefetch{"tierkv_ssd_prefetch_scheduled_total", "counter",
+                              "Rewarms scheduled by prefetch requests"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -315,6 +336,21 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.One(kDramLargestFree, s.store.dram.largest_free);
   w.One(kDramFreeRanges, s.store.dram.free_ranges);
   w.One(kDramRequested, s.store.dram.requested);
+  if (const TierStats& t = s.store.tier; t.enabled) {
+    w.Head(kSsdInfo);
+    w.Sample(kSsdInfo.name,
+             Label("engine", t.engine) + "," + Label("direct", t.direct ? "true" : "false"), 1);
+    w.One(kSsdObjects, t.ssd_objects);
+    w.One(kSsdDemoted, t.demoted);
+    w.One(kSsdFlushFailed, t.flush_failed);
+    w.One(kSsdEvicted, t.ssd_evicted_objects);
+    w.One(kSsdEvictedBytes, t.ssd_evicted_bytes);
+    w.One(kSsdIoErrors, t.io_errors);
+    w.One(kSsdCorrupt, t.corrupt_blobs);
+    w.One(kSsdRecovered, t.recovered.blobs);
+    w.One(kSsdRecoveryCorrupt, t.recovered.corrupt);
+    w.One(kSsdPrefetch, t.prefetch_scheduled);
+  }
   return w.Take();
 }
 

@@ -345,7 +345,7 @@ void RestServer::MemoryRoutes() {
     // What is there now is what will be evicted; the work itself runs behind.
     const size_t n = store->CountReadable(c.tenant, c.keys);
     if (c.has_locations) {
-      // DRAM is the lowest tier without SSD: one tier down drops the replica.
+      // One tier down: DRAM -> SSD, SSD -> gone (DRAM -> gone without SSD).
       Enqueue([store, c] { store->EvictKeys(c.tenant, c.keys); });
     } else {
       Enqueue([store, c, rank = options_.rank] {
@@ -363,12 +363,12 @@ void RestServer::MemoryRoutes() {
     ChunkRequest c;
     if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
     if (Status st = store->ValidateTenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
-    // Rewarms copy SSD-only objects into DRAM. Every readable object is in DRAM
-    // while no SSD tier is configured, so nothing needs scheduling.
+    // Rewarms of the keys held only on SSD run in the background; num_chunks
+    // counts those scheduled (keys already in DRAM or missing need none).
     Json j;
     j["status"] = "prefetch_started";
     j["lookup_id"] = c.lookup_id;
-    j["num_chunks"] = 0;
+    j["num_chunks"] = store->Prefetch(c.tenant, c.keys);
     SendJson(res, j);
   });
 }

@@ -129,8 +129,14 @@ void RestServer::WorkerLoop() {
 
 std::vector<SegmentInfo> RestServer::Segments() const {
   const AllocatorStats dram = deps_.store->dram().Stats();
-  return {SegmentInfo{"rank-" + std::to_string(options_.rank) + "-dram", Medium::kDram,
-                      dram.capacity, dram.allocated}};
+  const std::string prefix = "rank-" + std::to_string(options_.rank);
+  std::vector<SegmentInfo> out = {
+      SegmentInfo{prefix + "-dram", Medium::kDram, dram.capacity, dram.allocated}};
+  if (deps_.store->has_ssd()) {
+    const AllocatorStats ssd = deps_.store->Stats().tier.ssd;
+    out.push_back(SegmentInfo{prefix + "-ssd", Medium::kSsd, ssd.capacity, ssd.allocated});
+  }
+  return out;
 }
 
 MetricsSnapshot RestServer::Snapshot() const {
@@ -147,6 +153,9 @@ MetricsSnapshot RestServer::Snapshot() const {
     if (s.ops->RankSeen(r)) s.ranks.push_back(r);
   }
   s.store = deps_.store->Stats();
+  const TierStats& t = s.store.tier;
+  s.tiers = TierCounters{t.flush_blobs,          t.flush_bytes,  t.rewarm,      t.rewarm_failed,
+                         t.rewarm_bytes,         t.rewarm_bytes_current, t.get_hits_ssd};
   s.events_enabled = deps_.publisher != nullptr;
   if (deps_.publisher != nullptr) s.events = deps_.publisher->Stats();
   s.events_queue_capacity =

@@ -132,6 +132,19 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--node-id", c.node_id, "this manager's identity (default: the host name)");
   app.add_option("--data-dir", c.data_dir,
                  "directory for persisted state such as /metadata ('' = memory only)");
+  std::string ssd_size = "4GiB";
+  app.add_option("--ssd-dir", c.ssd.dir,
+                 "directory of the SSD tier's blob file ('' = no SSD tier); created if missing");
+  app.add_option("--ssd-size", ssd_size, "size of the SSD tier's preallocated file");
+  app.add_option("--ssd-io-engine", c.ssd.io_engine,
+                 "auto (io_uring, else pread/pwrite), io_uring or pread");
+  app.add_option("--ssd-direct", c.ssd.direct,
+                 "O_DIRECT I/O (buffered where the file system refuses it)");
+  app.add_option("--ssd-write-through", c.store.ssd_write_through,
+                 "copy every committed object to SSD at once, not only when it is evicted");
+  app.add_option("--ssd-high-watermark", c.store.ssd_high_watermark,
+                 "background SSD eviction starts above this fill ratio");
+  app.add_option("--ssd-low-watermark", c.store.ssd_low_watermark, "... and stops at this one");
   RestOptions& rest = c.rest;
   std::string max_body = "8MiB";
   app.add_option("--metrics-url,--ock.mmc.meta_service.metrics_url", rest.url,
@@ -195,6 +208,19 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return st;
   }
   if (Status st = Validate(c, uds_mode, max_frame); !st.ok()) return st;
+  if (Status st = SizeOption("ssd-size", ssd_size, &c.ssd.size); !st.ok()) return st;
+  if (!c.ssd.dir.empty() && c.ssd.size < (8u << 20)) {
+    return InvalidArgument("--ssd-size must be at least 8MiB");
+  }
+  if (c.ssd.io_engine != "auto" && c.ssd.io_engine != "io_uring" && c.ssd.io_engine != "pread") {
+    return InvalidArgument("--ssd-io-engine must be auto, io_uring or pread, got '" +
+                           c.ssd.io_engine + "'");
+  }
+  if (!(c.store.ssd_low_watermark > 0 && c.store.ssd_low_watermark <= c.store.ssd_high_watermark &&
+        c.store.ssd_high_watermark <= 1.0)) {
+    return InvalidArgument(
+        "--ssd-low-watermark and --ssd-high-watermark must satisfy 0 < low <= high <= 1");
+  }
   if (Status st = SizeOption("metrics-max-body", max_body, &c.rest.max_body_bytes); !st.ok()) {
     return st;
   }

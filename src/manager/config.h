@@ -17,6 +17,14 @@
 
 namespace tierkv {
 
+// The SSD tier (off while `dir` is empty).
+struct SsdConfig {
+  std::string dir;                // holds the blob file tierkv-ssd.dat
+  uint64_t size = 4ull << 30;     // preallocated file size
+  std::string io_engine = "auto";  // auto (io_uring, else pread), io_uring, pread
+  bool direct = true;             // O_DIRECT (falls back to buffered where refused)
+};
+
 struct ManagerConfig {
   uint64_t dram_size = 1ull << 30;
   std::string log_level = "info";
@@ -26,6 +34,7 @@ struct ManagerConfig {
   bool kv_events = false;  // --kv-events-endpoint given
   events::PublisherOptions events;
   std::string data_dir;  // persisted state (metadata); empty: memory only
+  SsdConfig ssd;
   RestOptions rest;
 };
 

@@ -1,6 +1,27 @@
 #include "manager/manager.h"
 
+#include <filesystem>
+
 namespace tierkv {
+
+Status Manager::OpenSsd() {
+  const SsdConfig& c = config_.ssd;
+  std::error_code ec;
+  std::filesystem::create_directories(c.dir, ec);
+  if (ec) return Status(Code::kIoError, "cannot create --ssd-dir " + c.dir + ": " + ec.message());
+  BlockFileOptions o;
+  o.use_io_uring = c.io_engine != "pread";
+  o.require_io_uring = c.io_engine == "io_uring";
+  o.use_direct = c.direct;
+  Result<std::unique_ptr<BlockFile>> file =
+      OpenBlockFile((std::filesystem::path(c.dir) / "tierkv-ssd.dat").string(), c.size, o);
+  if (!file.ok()) return file.status();
+  std::vector<SsdBlob> recovered;
+  SsdRecoveryStats stats;
+  Result<std::unique_ptr<SsdTier>> tier = SsdTier::Open(std::move(*file), &recovered, &stats);
+  if (!tier.ok()) return tier.status();
+  return store_->AttachSsd(std::move(*tier), std::move(recovered), stats);
+}
 
 Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   std::unique_ptr<Manager> m(new Manager(config));
@@ -15,6 +36,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
         config.events,
         [s](const std::function<void(const ReplicaEvent&)>& fn) { s->ForEachReadable(fn); });
     m->store_->AddObserver(m->publisher_.get());
+  }
+  if (!config.ssd.dir.empty()) {
+    if (Status st = m->OpenSsd(); !st.ok()) m->ssd_error_ = st.ToString();
   }
   m->server_ = std::make_unique<Server>(config.server, m->store_.get());
   Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(config.data_dir);

@@ -1,7 +1,10 @@
 // Manager: one tierkv-server's components, wired together.
 //
-// Owns the DRAM pool and the store, the client listeners, and the optional KV
-// event publisher (registered as a store observer). Start brings them up in
+// Owns the DRAM pool and the store (with the SSD tier when --ssd-dir is set),
+// the client listeners, and the optional KV event publisher (registered as a
+// store observer). An SSD tier that cannot be opened (directory not writable,
+// file locked by another manager, I/O error during recovery) does not stop the
+// manager: it serves from DRAM alone and ssd_error() says why. Start brings them up in
 // dependency order; Stop takes them down in reverse: client listeners first (no
 // new work), then the store's background thread, then the event publisher
 // (which drains what the last requests announced).
@@ -39,10 +42,14 @@ class Manager {
   Server& server() { return *server_; }
   // Null unless --kv-events-endpoint is set.
   events::KvEventPublisher* publisher() { return publisher_.get(); }
+  // Why the configured SSD tier could not be opened ("" when it was, or when
+  // none is configured). The manager then serves from DRAM alone.
+  const std::string& ssd_error() const { return ssd_error_; }
   RestServer& rest() { return *rest_; }
 
  private:
   explicit Manager(const ManagerConfig& config) : config_(config) {}
+  Status OpenSsd();
 
   ManagerConfig config_;
   std::unique_ptr<Store> store_;
@@ -51,6 +58,7 @@ class Manager {
   std::unique_ptr<MetadataStore> metadata_;
   StandaloneHaState ha_;
   std::unique_ptr<RestServer> rest_;
+  std::string ssd_error_;
   bool started_ = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,6 +140,15 @@ Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   }
   if (fd < 0) return IoError("open " + path, errno);
+  // Two managers on one file would overwrite each other's blobs.
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) {
+      return Status(Code::kIoError, path + " is in use by another process");
+    }
+    return IoError("lock " + path, err);
+  }
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < size) {
     if (const int rc = posix_fallocate(fd, 0, static_cast<off_t>(size)); rc != 0) {
@@ -148,8 +158,11 @@ Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64
   }
   if (options.use_io_uring) {
     io_uring ring;
-    if (io_uring_queue_init(8, &ring, 0) == 0) {
-      return std::unique_ptr<BlockFile>(new UringFile(fd, size, direct, ring));
+    const int rc = io_uring_queue_init(8, &ring, 0);
+    if (rc == 0) return std::unique_ptr<BlockFile>(new UringFile(fd, size, direct, ring));
+    if (options.require_io_uring) {
+      close(fd);
+      return IoError("io_uring_queue_init", -rc);
     }
   }
   return std::unique_ptr<BlockFile>(new PosixFile(fd, size, direct));

@@ -35,12 +35,14 @@ class BlockFile {
 };
 
 struct BlockFileOptions {
-  bool use_io_uring = true;  // false: pread/pwrite only
+  bool use_io_uring = true;       // false: pread/pwrite only
+  bool require_io_uring = false;  // fail instead of falling back to pread/pwrite
   bool use_direct = true;    // false: buffered I/O
 };
 
-// Opens (creating if needed) `path` and preallocates it to `size` bytes
-// (rounded down to 4 KiB). IO_ERROR naming the path when that fails.
+// Opens (creating if needed) `path`, takes an exclusive lock on it (one
+// process per file) and preallocates it to `size` bytes (rounded down to
+// 4 KiB). IO_ERROR naming the path when that fails or another process holds it.
 Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
                                                  const BlockFileOptions& options = {});
 

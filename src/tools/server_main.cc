@@ -60,6 +60,18 @@ int main(int argc, char** argv) {
     std::printf("listening on %s\n", m.server().tcp_address().c_str());
   }
   std::printf("rest api on %s\n", m.rest().url().c_str());
+  if (!m.ssd_error().empty()) {
+    spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
+  } else if (m.store().has_ssd()) {
+    const TierStats t = m.store().Stats().tier;
+    spdlog::info(
+        "SSD tier: {} in {}, {} I/O{}; recovered {} objects ({}), dropped {} corrupt and {} "
+        "duplicate blobs",
+        FormatByteSize(t.ssd.capacity), config->ssd.dir, t.engine, t.direct ? " (O_DIRECT)" : "",
+        t.recovered.blobs, FormatByteSize(t.recovered.bytes), t.recovered.corrupt,
+        t.recovered.duplicates);
+    std::printf("ssd tier on %s (%s)\n", config->ssd.dir.c_str(), t.engine.c_str());
+  }
   if (config->kv_events) {
     std::printf("kv events on %s\n", config->events.endpoint.c_str());
     if (!config->events.replay_endpoint.empty()) {
