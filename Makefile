@@ -21,7 +21,8 @@ build: deps
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 run: build
-	$(BUILD_DIR)/tierkv-server --kv-events-endpoint tcp://127.0.0.1:5557 --data-dir ./data
+	$(BUILD_DIR)/tierkv-server --kv-events-endpoint tcp://127.0.0.1:5557 --data-dir ./data \
+	  --ssd-dir ./data/ssd --ssd-size 4GiB
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 300

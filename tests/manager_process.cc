@@ -102,6 +102,7 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
       *out = text.substr(begin, end - begin);
     }
   }
+  startup_output_ = text;
   // Keep draining stdout so the manager never blocks on a full pipe.
   const int fd = out_pipe[0];
   std::thread([fd] {

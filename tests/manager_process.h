@@ -25,6 +25,8 @@ class ManagerProcess {
   const std::string& rest() const { return rest_; }  // "http://127.0.0.1:PORT"
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return pid_; }
+  // What the manager printed on stdout up to its addresses (start-up log lines).
+  const std::string& startup_output() const { return startup_output_; }
 
   // Sends `sig` and waits; returns the exit status (or 128 + signal).
   int Stop(int sig);
@@ -36,6 +38,7 @@ class ManagerProcess {
   std::string uds_;
   std::string tcp_;
   std::string rest_;
+  std::string startup_output_;
 };
 
 // Runs `argv` (no shell), feeding `input` on stdin; returns the exit status and

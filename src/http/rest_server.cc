@@ -154,8 +154,8 @@ MetricsSnapshot RestServer::Snapshot() const {
   }
   s.store = deps_.store->Stats();
   const TierStats& t = s.store.tier;
-  s.tiers = TierCounters{t.flush_blobs,          t.flush_bytes,  t.rewarm,      t.rewarm_failed,
-                         t.rewarm_bytes,         t.rewarm_bytes_current, t.get_hits_ssd};
+  s.tiers = TierCounters{t.flush_blobs,  t.flush_bytes,          t.rewarm,      t.rewarm_failed,
+                         t.rewarm_bytes, t.rewarm_bytes_current, t.get_hits_ssd};
   s.events_enabled = deps_.publisher != nullptr;
   if (deps_.publisher != nullptr) s.events = deps_.publisher->Stats();
   s.events_queue_capacity =

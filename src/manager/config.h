@@ -19,10 +19,10 @@ namespace tierkv {
 
 // The SSD tier (off while `dir` is empty).
 struct SsdConfig {
-  std::string dir;                // holds the blob file tierkv-ssd.dat
-  uint64_t size = 4ull << 30;     // preallocated file size
+  std::string dir;                 // holds the blob file tierkv-ssd.dat
+  uint64_t size = 4ull << 30;      // preallocated file size
   std::string io_engine = "auto";  // auto (io_uring, else pread), io_uring, pread
-  bool direct = true;             // O_DIRECT (falls back to buffered where refused)
+  bool direct = true;              // O_DIRECT (falls back to buffered where refused)
 };
 
 struct ManagerConfig {

@@ -91,6 +91,34 @@ TEST(Config, ExampleConfigFileMatchesTheEmbeddedDefaults) {
   EXPECT_EQ(c->store.shards, d.store.shards);
   EXPECT_EQ(c->server.max_batch, d.server.max_batch);
   EXPECT_EQ(c->server.max_connections, d.server.max_connections);
+  EXPECT_EQ(c->ssd.dir, d.ssd.dir);
+  EXPECT_EQ(c->ssd.size, d.ssd.size);
+  EXPECT_EQ(c->ssd.io_engine, d.ssd.io_engine);
+  EXPECT_EQ(c->ssd.direct, d.ssd.direct);
+  EXPECT_EQ(c->store.ssd_write_through, d.store.ssd_write_through);
+  EXPECT_EQ(c->store.ssd_high_watermark, d.store.ssd_high_watermark);
+  EXPECT_EQ(c->store.ssd_low_watermark, d.store.ssd_low_watermark);
+}
+
+TEST(Config, SsdOptionsAreParsedAndValidated) {
+  auto c = Parse({"--ssd-dir", "/tmp/x", "--ssd-size", "64MiB", "--ssd-io-engine", "pread",
+                  "--ssd-write-through", "true"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->ssd.dir, "/tmp/x");
+  EXPECT_EQ(c->ssd.size, 64ull << 20);
+  EXPECT_EQ(c->ssd.io_engine, "pread");
+  EXPECT_TRUE(c->store.ssd_write_through);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--ssd-dir", "/tmp/x", "--ssd-size", "1MiB"}, "--ssd-size"},
+      {{"--ssd-size", "lots"}, "ssd-size"},
+      {{"--ssd-io-engine", "aio"}, "--ssd-io-engine"},
+      {{"--ssd-low-watermark", "0.95"}, "--ssd-low-watermark"},
+  };
+  for (const auto& [args, option] : bad) {
+    auto r = Parse(args);
+    ASSERT_FALSE(r.ok()) << option;
+    EXPECT_NE(r.status().message().find(option), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(Config, MissingConfigFileIsAnError) {

@@ -37,7 +37,7 @@ class BlockFile {
 struct BlockFileOptions {
   bool use_io_uring = true;       // false: pread/pwrite only
   bool require_io_uring = false;  // fail instead of falling back to pread/pwrite
-  bool use_direct = true;    // false: buffered I/O
+  bool use_direct = true;         // false: buffered I/O
 };
 
 // Opens (creating if needed) `path`, takes an exclusive lock on it (one

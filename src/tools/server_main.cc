@@ -52,14 +52,6 @@ int main(int argc, char** argv) {
 
   spdlog::info("tierkv-server ready: node {}, rank {}, DRAM pool {}", config->node_id,
                config->server.rank, FormatByteSize(m.store().dram().capacity()));
-  if (!m.server().uds_address().empty()) {
-    std::printf("listening on %s (shared memory, mode %04o)\n", m.server().uds_address().c_str(),
-                config->server.uds_mode);
-  }
-  if (!m.server().tcp_address().empty()) {
-    std::printf("listening on %s\n", m.server().tcp_address().c_str());
-  }
-  std::printf("rest api on %s\n", m.rest().url().c_str());
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
   } else if (m.store().has_ssd()) {
@@ -72,6 +64,14 @@ int main(int argc, char** argv) {
         t.recovered.duplicates);
     std::printf("ssd tier on %s (%s)\n", config->ssd.dir.c_str(), t.engine.c_str());
   }
+  if (!m.server().uds_address().empty()) {
+    std::printf("listening on %s (shared memory, mode %04o)\n", m.server().uds_address().c_str(),
+                config->server.uds_mode);
+  }
+  if (!m.server().tcp_address().empty()) {
+    std::printf("listening on %s\n", m.server().tcp_address().c_str());
+  }
+  std::printf("rest api on %s\n", m.rest().url().c_str());
   if (config->kv_events) {
     std::printf("kv events on %s\n", config->events.endpoint.c_str());
     if (!config->events.replay_endpoint.empty()) {
