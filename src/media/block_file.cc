@@ -6,11 +6,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 namespace tierkv {
+
+Status BlockFile::WriteOverlapped(uint64_t offset, const void* data, size_t len, size_t /*piece*/,
+                                  const std::function<void()>& work) {
+  Status st = Write(offset, data, len);
+  work();
+  return st;
+}
+
+Status BlockFile::ReadPieces(uint64_t offset, void* data, size_t len, size_t piece,
+                             const std::function<void(const char*, size_t)>& consume) {
+  if (Status st = Read(offset, data, len); !st.ok()) return st;
+  const char* p = static_cast<const char*>(data);
+  for (size_t at = 0; at < len; at += piece) consume(p + at, std::min(piece, len - at));
+  return Status::Ok();
+}
+
 namespace {
 
 Status IoError(const std::string& what, int err) {
@@ -74,57 +92,152 @@ class PosixFile final : public FileBase {
   }
 };
 
-// One ring shared by all callers; each transfer is submitted and waited for
-// under the mutex (the SSD tier issues large sequential transfers, so queue
-// depth 1 per call keeps the code simple without losing bandwidth).
+// io_uring: each transfer takes a ring from a small pool (created on demand, so
+// concurrent flushes and rewarms do not queue behind each other) and issues its
+// pieces together. WriteOverlapped runs the caller's work while the write is in
+// flight; ReadPieces hands pieces over in order as they complete.
 class UringFile final : public FileBase {
  public:
-  UringFile(int fd, uint64_t size, bool direct, io_uring ring)
-      : FileBase(fd, size, direct), ring_(ring) {}
-  ~UringFile() override { io_uring_queue_exit(&ring_); }
+  UringFile(int fd, uint64_t size, bool direct, io_uring ring) : FileBase(fd, size, direct) {
+    free_.push_back(std::make_unique<Ring>(ring));
+  }
   std::string_view engine() const override { return "io_uring"; }
   Status Write(uint64_t offset, const void* data, size_t len) override {
-    return Transfer(true, offset, const_cast<void*>(data), len);
+    return Transfer(true, offset, const_cast<void*>(data), len, len, nullptr, nullptr);
   }
   Status Read(uint64_t offset, void* data, size_t len) override {
-    return Transfer(false, offset, data, len);
+    return Transfer(false, offset, data, len, len, nullptr, nullptr);
+  }
+  Status WriteOverlapped(uint64_t offset, const void* data, size_t len, size_t piece,
+                         const std::function<void()>& work) override {
+    return Transfer(true, offset, const_cast<void*>(data), len, piece, &work, nullptr);
+  }
+  Status ReadPieces(uint64_t offset, void* data, size_t len, size_t piece,
+                    const std::function<void(const char*, size_t)>& consume) override {
+    return Transfer(false, offset, data, len, piece, nullptr, &consume);
   }
 
  private:
-  Status Transfer(bool write, uint64_t offset, void* data, size_t len) {
-    if (Status st = Check(offset, len); !st.ok()) return st;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto* p = static_cast<char*>(data);
-    while (len > 0) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-      if (sqe == nullptr) return Status(Code::kIoError, "io_uring: no submission entry");
-      const unsigned chunk = static_cast<unsigned>(std::min<size_t>(len, 1u << 30));
-      if (write) {
-        io_uring_prep_write(sqe, fd_, p, chunk, offset);
-      } else {
-        io_uring_prep_read(sqe, fd_, p, chunk, offset);
+  static constexpr unsigned kDepth = 16;  // pieces in flight per transfer
+  struct Ring {
+    explicit Ring(io_uring r) : ring(r) {}
+    ~Ring() { io_uring_queue_exit(&ring); }
+    io_uring ring;
+  };
+
+  std::unique_ptr<Ring> TakeRing() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        std::unique_ptr<Ring> r = std::move(free_.back());
+        free_.pop_back();
+        return r;
       }
-      int rc = io_uring_submit(&ring_);
-      if (rc < 0) return IoError("io_uring_submit", -rc);
-      io_uring_cqe* cqe = nullptr;
-      do {
-        rc = io_uring_wait_cqe(&ring_, &cqe);
-      } while (rc == -EINTR);
-      if (rc < 0) return IoError("io_uring_wait_cqe", -rc);
-      const int res = cqe->res;
-      io_uring_cqe_seen(&ring_, cqe);
-      if (res <= 0) {
-        return IoError(std::string(write ? "write" : "read") + " at " + std::to_string(offset),
-                       res < 0 ? -res : EIO);
-      }
-      p += res;
-      offset += static_cast<uint64_t>(res);
-      len -= static_cast<size_t>(res);
     }
-    return Status::Ok();
+    io_uring ring;
+    if (io_uring_queue_init(kDepth, &ring, 0) != 0) return nullptr;
+    return std::make_unique<Ring>(ring);
   }
+  void GiveBack(std::unique_ptr<Ring> r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(r));
+  }
+
+  // Moves `len` bytes in pieces of `piece` bytes, at most kDepth in flight.
+  // `work` runs once the first pieces are submitted; `consume` gets pieces in
+  // order as they complete. Short transfers are resubmitted for the rest. On an
+  // error it still waits for everything submitted (the buffer is the caller's).
+  Status Transfer(bool write, uint64_t offset, void* data, size_t len, size_t piece,
+                  const std::function<void()>* work,
+                  const std::function<void(const char*, size_t)>* consume) {
+    if (Status st = Check(offset, len); !st.ok()) return st;
+    std::unique_ptr<Ring> ring = TakeRing();
+    if (!ring) return Status(Code::kIoError, "io_uring: cannot create a ring");
+    io_uring* r = &ring->ring;
+    piece = std::max<size_t>(kBlockAlign, std::min(piece, size_t{1} << 30));
+    auto* base = static_cast<char*>(data);
+    const size_t pieces = (len + piece - 1) / piece;
+    std::vector<size_t> done(pieces, 0);  // bytes of each piece transferred
+    auto piece_len = [&](size_t i) { return std::min(piece, len - i * piece); };
+    size_t next_prepare = 0, next_consume = 0, prepared = 0, in_flight = 0;
+    bool reusable = true;  // false once the ring holds entries of unknown fate
+    Status status;
+    auto prepare = [&](size_t i) {
+      io_uring_sqe* sqe = io_uring_get_sqe(r);
+      char* p = base + i * piece + done[i];
+      const unsigned n = static_cast<unsigned>(piece_len(i) - done[i]);
+      const uint64_t at = offset + i * piece + done[i];
+      if (write) {
+        io_uring_prep_write(sqe, fd_, p, n, at);
+      } else {
+        io_uring_prep_read(sqe, fd_, p, n, at);
+      }
+      io_uring_sqe_set_data64(sqe, i);
+      ++prepared;
+    };
+    auto fail = [&](Status st) {
+      if (status.ok()) status = std::move(st);
+    };
+    bool worked = work == nullptr;
+    for (;;) {
+      while (status.ok() && next_prepare < pieces && prepared + in_flight < kDepth) {
+        prepare(next_prepare++);
+      }
+      if (status.ok() && prepared > 0) {
+        const int rc = io_uring_submit(r);
+        if (rc < 0) {
+          fail(IoError("io_uring_submit", -rc));
+          reusable = false;  // prepared entries stay queued: never hand this ring out again
+        } else {
+          in_flight += static_cast<size_t>(rc);
+          prepared -= static_cast<size_t>(rc);
+        }
+      }
+      if (!worked) {
+        (*work)();
+        worked = true;
+      }
+      if (in_flight == 0) break;
+      io_uring_cqe* cqe = nullptr;
+      int rc;
+      do {
+        rc = io_uring_wait_cqe(r, &cqe);
+      } while (rc == -EINTR);
+      if (rc < 0) {  // cannot learn the fate of what is in flight
+        fail(IoError("io_uring_wait_cqe", -rc));
+        reusable = false;
+        break;
+      }
+      const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+      const int res = cqe->res;
+      io_uring_cqe_seen(r, cqe);
+      --in_flight;
+      if (res <= 0) {
+        fail(IoError(std::string(write ? "write" : "read") + " at " +
+                         std::to_string(offset + i * piece + done[i]),
+                     res < 0 ? -res : EIO));
+        continue;  // wait for the rest
+      }
+      done[i] += static_cast<size_t>(res);
+      if (done[i] < piece_len(i)) {
+        if (status.ok()) prepare(i);  // short transfer: the rest of the piece
+        continue;
+      }
+      while (next_consume < pieces && done[next_consume] == piece_len(next_consume)) {
+        if (status.ok() && consume != nullptr) {
+          (*consume)(base + next_consume * piece, piece_len(next_consume));
+        }
+        ++next_consume;
+      }
+    }
+    if (status.ok() && next_consume < pieces)
+      fail(Status(Code::kIoError, "io_uring: lost a piece"));
+    if (reusable && prepared == 0) GiveBack(std::move(ring));
+    return status;
+  }
+
   std::mutex mu_;
-  io_uring ring_;
+  std::vector<std::unique_ptr<Ring>> free_;
 };
 
 }  // namespace
@@ -158,7 +271,7 @@ Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64
   }
   if (options.use_io_uring) {
     io_uring ring;
-    const int rc = io_uring_queue_init(8, &ring, 0);
+    const int rc = io_uring_queue_init(16, &ring, 0);
     if (rc == 0) return std::unique_ptr<BlockFile>(new UringFile(fd, size, direct, ring));
     if (options.require_io_uring) {
       close(fd);

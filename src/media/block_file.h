@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,6 +30,19 @@ class BlockFile {
   virtual Status Write(uint64_t offset, const void* data, size_t len) = 0;
   virtual Status Read(uint64_t offset, void* data, size_t len) = 0;
   virtual Status Sync() = 0;
+
+  // Writes `len` bytes in pieces of `piece` bytes (a multiple of 4 KiB) issued
+  // together, and runs `work` on the calling thread while they are in flight
+  // (the SSD tier checksums the value meanwhile); returns once both are done.
+  // The default writes, then runs `work`.
+  virtual Status WriteOverlapped(uint64_t offset, const void* data, size_t len, size_t piece,
+                                 const std::function<void()>& work);
+  // Reads `len` bytes in pieces of `piece` bytes (a multiple of 4 KiB) issued
+  // together, and calls `consume(piece_data, piece_len)` for each piece in
+  // order as soon as it and all before it have arrived (the SSD tier verifies
+  // the checksum meanwhile). The default reads everything, then consumes.
+  virtual Status ReadPieces(uint64_t offset, void* data, size_t len, size_t piece,
+                            const std::function<void(const char*, size_t)>& consume);
   virtual uint64_t size() const = 0;
   virtual std::string_view engine() const = 0;  // "io_uring" or "pread"
   virtual bool direct() const = 0;              // opened with O_DIRECT

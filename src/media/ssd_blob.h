@@ -46,6 +46,21 @@ uint64_t BlobFootprint(uint64_t value_size);
 // xxh3-64 of a value.
 uint64_t ValueChecksum(const void* data, size_t size);
 
+// ValueChecksum computed over consecutive pieces (the same result as one call
+// over their concatenation).
+class ValueHasher {
+ public:
+  ValueHasher();
+  ~ValueHasher();
+  ValueHasher(const ValueHasher&) = delete;
+  ValueHasher& operator=(const ValueHasher&) = delete;
+  void Update(const void* data, size_t size);
+  uint64_t Digest() const;
+
+ private:
+  void* state_;  // XXH3_state_t
+};
+
 }  // namespace tierkv
 
 #endif  // TIERKV_MEDIA_SSD_BLOB_H_

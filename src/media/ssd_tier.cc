@@ -1,5 +1,6 @@
 #include "media/ssd_tier.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -9,6 +10,16 @@ namespace tierkv {
 namespace {
 
 constexpr size_t kScanChunk = 1 << 20;
+
+// Values move in up to kPieces pieces of at least kMinPiece bytes, issued
+// together (the device works on several at once; the checksum of one piece is
+// computed while the next ones are in flight).
+size_t PieceBytes(uint64_t len) {
+  constexpr uint64_t kPieces = 4;
+  constexpr uint64_t kMinPiece = 256 << 10;
+  const uint64_t per = (len / kPieces + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+  return static_cast<size_t>(std::max(kMinPiece, per));
+}
 
 // A 4 KiB-aligned heap buffer (O_DIRECT needs aligned memory).
 struct AlignedBuffer {
@@ -90,19 +101,22 @@ Status SsdTier::Recover(std::vector<SsdBlob>* recovered, SsdRecoveryStats* stats
 }
 
 Result<SsdBlob> SsdTier::Write(BlobHeader h, const void* value) {
-  h.value_checksum = ValueChecksum(value, h.size);
   h.generation = generation_.fetch_add(1, std::memory_order_relaxed);
-  Result<std::string> header = EncodeBlobHeader(h);
-  if (!header.ok()) return header.status();
+  if (Result<std::string> check = EncodeBlobHeader(h); !check.ok()) return check.status();
   const uint64_t footprint = BlobFootprint(h.size);
   std::optional<Extent> extent = allocator_.Allocate(footprint);
   if (!extent) {
     return Status(Code::kNoSpace,
                   "SSD tier full (" + std::to_string(footprint) + " bytes requested)");
   }
-  // Value first, header last: the blob exists only once both are down.
-  Status st = file_->Write(extent->offset + kBlobHeaderBytes, value, footprint - kBlobHeaderBytes);
+  // Value first (checksummed while it is being written), header last: the blob
+  // exists only once both are down.
+  Status st =
+      file_->WriteOverlapped(extent->offset + kBlobHeaderBytes, value, footprint - kBlobHeaderBytes,
+                             PieceBytes(footprint - kBlobHeaderBytes),
+                             [&] { h.value_checksum = ValueChecksum(value, h.size); });
   if (st.ok()) {
+    Result<std::string> header = EncodeBlobHeader(h);
     AlignedBuffer block(kBlobHeaderBytes);
     std::memcpy(block.data, header->data(), kBlobHeaderBytes);
     st = file_->Write(extent->offset, block.data, kBlobHeaderBytes);
@@ -116,10 +130,18 @@ Result<SsdBlob> SsdTier::Write(BlobHeader h, const void* value) {
 
 Status SsdTier::Read(const SsdBlob& blob, void* dst) {
   const uint64_t padded = BlobFootprint(blob.header.size) - kBlobHeaderBytes;
-  if (Status st = file_->Read(blob.extent.offset + kBlobHeaderBytes, dst, padded); !st.ok()) {
-    return st;
-  }
-  if (ValueChecksum(dst, blob.header.size) != blob.header.value_checksum) {
+  // Pieces are verified while the later ones are still being read.
+  ValueHasher hasher;
+  uint64_t left = blob.header.size;  // padding is not checksummed
+  Status st = file_->ReadPieces(blob.extent.offset + kBlobHeaderBytes, dst, padded,
+                                PieceBytes(padded), [&](const char* p, size_t n) {
+                                  const size_t take =
+                                      static_cast<size_t>(std::min<uint64_t>(n, left));
+                                  hasher.Update(p, take);
+                                  left -= take;
+                                });
+  if (!st.ok()) return st;
+  if (hasher.Digest() != blob.header.value_checksum) {
     return Status(Code::kProtocolError, "SSD blob at offset " + std::to_string(blob.extent.offset) +
                                             " fails its checksum");
   }

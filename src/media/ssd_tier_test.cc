@@ -237,6 +237,51 @@ TEST_P(RealFileTest, BothEnginesWriteReadAndRecover) {
   std::filesystem::remove_all(dir);
 }
 
+TEST_P(RealFileTest, PiecesArriveInOrderAndOverlappedWorkRuns) {
+  char tmpl[] = "/tmp/tierkv-ssd-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  BlockFileOptions o;
+  o.use_io_uring = GetParam();
+  auto f = OpenBlockFile(dir + "/ssd.data", 8 << 20, o);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  constexpr size_t kLen = 3 * (1 << 20) + 8192;  // not a multiple of the piece
+  Value v(kLen, 0);
+  for (size_t i = 0; i < kLen; ++i) v.data[i] = static_cast<char>(i * 7 + i / 4096);
+  bool worked = false;
+  ASSERT_TRUE((*f)->WriteOverlapped(4096, v.data, kLen, 256 << 10, [&] { worked = true; }).ok());
+  EXPECT_TRUE(worked);
+  Value out(kLen, 0);
+  size_t next = 0;
+  ValueHasher hasher;
+  ASSERT_TRUE((*f)->ReadPieces(4096, out.data, kLen, 256 << 10,
+                               [&](const char* p, size_t n) {
+                                 EXPECT_EQ(p, out.data + next);  // in order, contiguous
+                                 EXPECT_EQ(std::memcmp(p, v.data + next, n), 0);
+                                 hasher.Update(p, n);
+                                 next += n;
+                               })
+                  .ok());
+  EXPECT_EQ(next, kLen);
+  EXPECT_EQ(hasher.Digest(), ValueChecksum(v.data, kLen));  // streaming == one shot
+  // A read past the end is an error, not a short result.
+  EXPECT_EQ((*f)->ReadPieces(8 << 20, out.data, 4096, 4096, [](const char*, size_t) {}).code(),
+            Code::kIoError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BlockFile, SecondOpenOfALockedFileIsRefused) {
+  char tmpl[] = "/tmp/tierkv-ssd-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto first = OpenBlockFile(dir + "/ssd.data", 1 << 20);
+  ASSERT_TRUE(first.ok());
+  auto second = OpenBlockFile(dir + "/ssd.data", 1 << 20);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("in use"), std::string::npos);
+  first->reset();
+  EXPECT_TRUE(OpenBlockFile(dir + "/ssd.data", 1 << 20).ok());  // released on close
+  std::filesystem::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, RealFileTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "IoUring" : "Pread"; });
 

@@ -1,0 +1,278 @@
+// tierkv_ssd_bench: the SSD tier against the disk it runs on.
+//
+// In one run, on one directory (--dir, default ./bench-ssd):
+//   - the baseline: raw single-thread O_DIRECT sequential write, then read, of a
+//     freshly preallocated file in 1 MiB and 4 MiB transfers (one at a time);
+//   - tierkv flush: a store (DRAM pool + SSD tier on the same directory, the
+//     manager's own code) demotes objects of that size to SSD (EvictKeys), and
+//     tierkv rewarm: a get of each cold object brings it back into DRAM;
+//   - a mixed workload through a real manager whose working set is 4 x its DRAM:
+//     Zipf-distributed gets (with one upsert in ten), reporting the hit ratio by
+//     tier and the get GB/s, next to the same workload on a working set that
+//     fits in DRAM.
+// Prints a table and the ratios, writes JSON (--json PATH).
+#include <fcntl.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "manager_process.h"
+#include "store/store.h"
+#include "tierkv/client.h"
+
+namespace tierkv::bench {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+struct Options {
+  std::string dir = "bench-ssd";
+  std::string json = "bench/results/ssd.json";
+  bool quick = false;
+};
+
+struct AlignedBuf {
+  explicit AlignedBuf(size_t n) : p(static_cast<char*>(std::aligned_alloc(4096, n))) {
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(i * 131 + 7);
+  }
+  ~AlignedBuf() { std::free(p); }
+  char* p;
+};
+
+// Raw O_DIRECT sequential write then read of `total` bytes in `chunk` transfers,
+// each transfer from (into) its own part of a `total`-byte buffer, as the
+// store's transfers come from (go to) different parts of its DRAM pool.
+void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, std::vector<Series>* out) {
+  const std::string path = dir + "/raw.dat";
+  std::filesystem::remove(path);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  if (fd < 0 || posix_fallocate(fd, 0, static_cast<off_t>(total)) != 0) {
+    std::fprintf(stderr, "cannot create %s with O_DIRECT\n", path.c_str());
+    if (fd >= 0) close(fd);
+    return;
+  }
+  AlignedBuf buf(total);
+  for (const bool write : {true, false}) {
+    Series s{write ? "raw O_DIRECT write (baseline)" : "raw O_DIRECT read (baseline)", chunk, 1};
+    const double t0 = NowSeconds();
+    for (uint64_t off = 0; off < total; off += chunk) {
+      const ssize_t n = write ? pwrite(fd, buf.p + off, chunk, static_cast<off_t>(off))
+                              : pread(fd, buf.p + off, chunk, static_cast<off_t>(off));
+      if (n != static_cast<ssize_t>(chunk)) break;
+      ++s.ops;
+    }
+    s.seconds = NowSeconds() - t0;
+    out->push_back(std::move(s));
+  }
+  close(fd);
+  std::filesystem::remove(path);
+}
+
+// The store's own demotion and rewarm paths on a real SSD tier.
+void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, bool io_uring,
+                      std::vector<Series>* out) {
+  const std::string path = dir + "/store";
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  BlockFileOptions fo;
+  fo.use_io_uring = io_uring;
+  auto file = OpenBlockFile(path + "/tierkv-ssd.dat", total + total / 8, fo);
+  if (!file.ok()) {
+    std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
+    return;
+  }
+  const std::string engine((*file)->engine());
+  std::vector<SsdBlob> recovered;
+  SsdRecoveryStats stats;
+  auto tier = SsdTier::Open(std::move(*file), &recovered, &stats);
+  auto pool = DramPool::Create(total + total / 4);
+  if (!tier.ok() || !pool.ok()) return;
+  StoreOptions o;
+  o.high_watermark = o.low_watermark = 1.0;  // nothing moves unless asked
+  o.ssd_high_watermark = o.ssd_low_watermark = 1.0;
+  o.max_object_bytes = 64 * kMiB;
+  auto store = Store::Create(o, std::move(*pool));
+  if (!store.ok() || !(*store)->AttachSsd(std::move(*tier), {}, stats).ok()) return;
+  Store& st = **store;
+  const uint64_t n = total / size;
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < n; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    auto g = st.Alloc({}, {"default", keys.back()}, size, {});
+    if (!g.ok()) return;
+    std::memset(st.dram().base() + g->offset, static_cast<int>(i), size);
+    if (!st.Commit({}, g->alloc_id).ok()) return;
+  }
+  Series flush{"tierkv flush (" + engine + ")", size, 1};
+  double t0 = NowSeconds();
+  flush.ops = st.EvictKeys("default", keys);
+  flush.seconds = NowSeconds() - t0;
+  Series rewarm{"tierkv rewarm (" + engine + ")", size, 1};
+  t0 = NowSeconds();
+  for (const std::string& k : keys) {
+    auto l = st.Lease({}, {"default", k});
+    if (!l.ok() || !st.Release(l->lease_id).ok()) break;
+    ++rewarm.ops;
+  }
+  rewarm.seconds = NowSeconds() - t0;
+  out->push_back(std::move(flush));
+  out->push_back(std::move(rewarm));
+  store->reset();
+  std::filesystem::remove_all(path);
+}
+
+int64_t Metric(const std::string& body, const std::string& name) {
+  const size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stoll(body.substr(at + name.size() + 2));
+}
+
+struct MixedResult {
+  double hit_dram = 0, hit_ssd = 0, miss = 0;
+};
+
+// Zipf(0.9) gets over `keys` objects of `size` bytes, one upsert in ten.
+MixedResult Mixed(const std::string& dir, uint64_t dram, uint64_t keys, uint64_t size, uint64_t ops,
+                  const std::string& name, std::vector<Series>* out) {
+  std::filesystem::remove_all(dir + "/mixed");
+  testing::ManagerProcess m({"--dram-size", std::to_string(dram / kMiB) + "MiB", "--ssd-dir",
+                             dir + "/mixed", "--ssd-size", std::to_string(keys * 2) + "MiB",
+                             "--log-level", "error"});
+  MixedResult r;
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return r;
+  const std::string value(size, 'v');
+  for (uint64_t i = 0; i < keys; ++i) (void)(*c)->Put("k" + std::to_string(i), value);
+  std::vector<double> cdf(keys);
+  double sum = 0;
+  for (uint64_t i = 0; i < keys; ++i) cdf[i] = (sum += 1.0 / std::pow(i + 1.0, 0.9));
+  std::mt19937_64 gen(42);
+  std::uniform_real_distribution<double> u(0, sum);
+  httplib::Client http(m.rest());
+  auto before = http.Get("/metrics");
+  std::vector<char> buf(size);
+  Series get{name, size, 1};
+  double busy = 0;
+  for (uint64_t i = 0; i < ops; ++i) {
+    const uint64_t k = std::lower_bound(cdf.begin(), cdf.end(), u(gen)) - cdf.begin();
+    const std::string key = "k" + std::to_string(k);
+    if (i % 10 == 9) {
+      (void)(*c)->Upsert(key, value);
+      continue;
+    }
+    const double t0 = NowSeconds();
+    auto n = (*c)->Get(key, buf.data(), buf.size());
+    busy += NowSeconds() - t0;
+    if (n.ok()) ++get.ops;
+  }
+  get.seconds = busy;
+  auto after = http.Get("/metrics");
+  if (before && after) {
+    auto delta = [&](const char* f) {
+      return double(Metric(after->body, f) - Metric(before->body, f));
+    };
+    const double dram_hits = delta("memcache_get_hits_dram_total");
+    const double ssd_hits = delta("memcache_get_hits_ssd_total");
+    const double total = double(ops - ops / 10);
+    r = {dram_hits / total, ssd_hits / total, 1 - (dram_hits + ssd_hits) / total};
+  }
+  out->push_back(std::move(get));
+  return r;
+}
+
+int Main(const Options& opt) {
+  std::filesystem::create_directories(opt.dir);
+  std::vector<Series> series;
+  std::vector<Ratio> ratios;
+  const uint64_t total = (opt.quick ? 256 : 1024) * kMiB;
+  // Each figure is the median of three runs, the baseline's runs interleaved
+  // with tierkv's so that drift of the disk affects both alike.
+  constexpr int kRuns = 3;
+  for (uint64_t size : {kMiB, 4 * kMiB}) {
+    std::vector<Series> runs;
+    for (int run = 0; run < kRuns; ++run) {
+      RawBaseline(opt.dir, size, total, &runs);
+      for (const bool io_uring : {true, false}) {
+        StoreFlushRewarm(opt.dir, size, total, io_uring, &runs);
+      }
+    }
+    const size_t per_run = runs.size() / kRuns;
+    for (size_t i = 0; i < per_run; ++i) {
+      std::vector<const Series*> same;
+      for (size_t j = i; j < runs.size(); j += per_run) same.push_back(&runs[j]);
+      std::sort(same.begin(), same.end(),
+                [](const Series* a, const Series* b) { return a->GBps() < b->GBps(); });
+      series.push_back(*same[same.size() / 2]);
+    }
+  }
+  const uint64_t dram = 256 * kMiB;
+  const uint64_t ops = opt.quick ? 3000 : 12000;
+  const MixedResult cold =
+      Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops, "mixed get, working set 4 x DRAM", &series);
+  const MixedResult warm = Mixed(opt.dir, dram, dram / kMiB / 2, kMiB, ops,
+                                 "mixed get, working set 0.5 x DRAM", &series);
+  std::filesystem::remove_all(opt.dir + "/mixed");
+  PrintTable(series);
+
+  auto find = [&](const std::string& prefix, uint64_t size) -> const Series* {
+    for (const Series& s : series) {
+      if (s.name.rfind(prefix, 0) == 0 && s.object_bytes == size) return &s;
+    }
+    return nullptr;
+  };
+  for (uint64_t size : {kMiB, 4 * kMiB}) {
+    const std::string sz = SizeName(size);
+    const Series* w = find("raw O_DIRECT write", size);
+    const Series* r = find("raw O_DIRECT read", size);
+    const Series* f = find("tierkv flush", size);
+    const Series* g = find("tierkv rewarm", size);
+    if (w && f && w->GBps() > 0)
+      ratios.push_back({"flush " + sz + " / raw write", f->GBps() / w->GBps(), 0.8});
+    if (r && g && r->GBps() > 0)
+      ratios.push_back({"rewarm " + sz + " / raw read", g->GBps() / r->GBps(), 0.8});
+  }
+  ratios.push_back({"4xDRAM: get hit ratio DRAM", cold.hit_dram, 0});
+  ratios.push_back({"4xDRAM: get hit ratio SSD", cold.hit_ssd, 0});
+  ratios.push_back({"4xDRAM: get miss ratio", cold.miss, 0});
+  ratios.push_back({"0.5xDRAM: get hit ratio DRAM", warm.hit_dram, 0});
+  const Series* mc = find("mixed get, working set 4", kMiB);
+  const Series* mw = find("mixed get, working set 0.5", kMiB);
+  if (mc && mw && mw->GBps() > 0) {
+    ratios.push_back({"4xDRAM get GB/s / in-DRAM get GB/s", mc->GBps() / mw->GBps(), 0});
+  }
+  PrintRatios(ratios);
+  if (!opt.json.empty()) {
+    std::filesystem::create_directories(std::filesystem::path(opt.json).parent_path());
+    if (!WriteJson(opt.json, series, ratios)) return 1;
+    std::printf("\nwrote %s\n", opt.json.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tierkv::bench
+
+int main(int argc, char** argv) {
+  tierkv::bench::Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--dir" && i + 1 < argc) {
+      opt.dir = argv[++i];
+    } else if (a == "--json" && i + 1 < argc) {
+      opt.json = argv[++i];
+    } else if (a == "--quick") {
+      opt.quick = true;
+    } else {
+      std::fprintf(stderr, "usage: tierkv_ssd_bench [--dir DIR] [--json PATH] [--quick]\n");
+      return 2;
+    }
+  }
+  return tierkv::bench::Main(opt);
+}
