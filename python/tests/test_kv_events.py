@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import struct
 import subprocess
 import time
@@ -354,3 +355,102 @@ def test_reference_subscriber_tracks_media():
         c.close()
         sub.close()
         m.close()
+
+
+def _load_reference_subscriber():
+    import importlib.util
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("sub", ROOT / "examples" / "kv_events_subscriber.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_demotion_and_rewarm_publish_media_events(tmp_path):
+    import json
+    import urllib.request
+    m, endpoint = start_manager("--dram-size", "8MiB", "--ssd-dir", str(tmp_path / "ssd"),
+                                "--ssd-size", "64MiB")
+    sub = Subscriber(endpoint)
+    c = tierkv.Client(m.uds)
+    tracker = _load_reference_subscriber().KvEventTracker()
+
+    def feed(n: int) -> list[dict]:
+        start = len(sub.messages)
+        ev = sub.events(n)
+        for seq, events in sub.messages[start:]:
+            tracker.on_message(seq, msgpack.packb([0, events, 0]))
+        return ev
+
+    try:
+        join(c, sub)
+        c.put("a", b"a" * 65536)
+        assert [(e["event_type"], e["medium"]) for e in feed(1)] == [("stored", "cpu")]
+        # One tier down through the admin API: stored on disk, then removed from cpu.
+        req = urllib.request.Request(
+            m.rest + "/memory/evict", method="POST",
+            data=json.dumps({"chunk_hashes": ["a"], "locations": ["LocalCPUBackend"]}).encode())
+        assert json.load(urllib.request.urlopen(req))["num_evicted"] == 1
+        ev = feed(2)
+        assert [(e["event_type"], e["medium"], e["object_key"]) for e in ev] == [
+            ("stored", "disk", "a"), ("removed", "cpu", "a")]
+        assert tracker.where("node-a", "default", "a") == {"disk"}
+        # A get rewarms it: stored on cpu; the disk copy stays.
+        assert c.get("a") == b"a" * 65536
+        assert [(e["event_type"], e["medium"]) for e in feed(1)] == [("stored", "cpu")]
+        assert tracker.where("node-a", "default", "a") == {"cpu", "disk"}
+        # Remove drops both media, each with its own event.
+        c.remove("a")
+        ev = feed(2)
+        assert sorted((e["event_type"], e["medium"]) for e in ev) == [
+            ("removed", "cpu"), ("removed", "disk")]
+        assert tracker.where("node-a", "default", "a") == set()
+        # Eviction under a full pool demotes the same way, oldest first.
+        for i in range(12):
+            c.put(f"big{i}", bytes([i]) * (1 << 20))
+        ev = feed(12 + 2 * 4)  # 12 stored cpu, at least 4 demotions
+        demoted = [e["object_key"] for e in ev
+                   if e["event_type"] == "stored" and e["medium"] == "disk"]
+        assert demoted[:2] == ["big0", "big1"]
+        for key in demoted:
+            i = next(n for n, e in enumerate(ev)
+                     if e["object_key"] == key and e["medium"] == "disk")
+            later = [(e["event_type"], e["medium"]) for e in ev[i + 1:] if e["object_key"] == key]
+            assert later[:1] == [("removed", "cpu")]
+        assert tracker.where("node-a", "default", "big0") == {"disk"}
+    finally:
+        c.close()
+        sub.close()
+        m.close()
+
+
+def test_snapshot_after_restart_lists_recovered_objects_on_disk(tmp_path):
+    replay_ep = f"tcp://127.0.0.1:{free_port()}"
+    args = ("--dram-size", "8MiB", "--ssd-dir", str(tmp_path / "ssd"), "--ssd-size", "64MiB",
+            "--kv-events-replay-endpoint", replay_ep, "--kv-events-snapshot-on-join", "true")
+    m, _ = start_manager(*args)
+    c = tierkv.Client(m.uds)
+    for i in range(16):
+        c.put(f"k{i}", bytes([i]) * (1 << 20))
+    c.close()
+    m.stop(signal.SIGTERM)
+    m2, _ = start_manager(*args)
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    try:
+        dealer.setsockopt(zmq.RCVTIMEO, 5000)
+        dealer.connect(replay_ep)
+        dealer.send_multipart([b"SNAPSHOT"])
+        events = []
+        frames = dealer.recv_multipart()
+        while frames[0] == b"MSG":
+            events += msgpack.unpackb(frames[2], raw=False)[1]
+            frames = dealer.recv_multipart()
+        assert frames[0] == b"END"
+        assert events and all(e["medium"] == "disk" for e in events)
+        assert "k0" in {e["object_key"] for e in events}
+        c = tierkv.Client(m2.uds)
+        assert c.get("k0") == bytes([0]) * (1 << 20)
+        c.close()
+    finally:
+        dealer.close()
+        m2.close()
