@@ -90,22 +90,28 @@ int main(int argc, char** argv) {
   using namespace tierkv::bench;
   bool quick = false;
   bool subscriber = true;  // --no-subscriber: nobody listens (PUB drops at once)
+  std::string linger_us;   // --linger-us N: the "on" manager's --kv-events-batch-linger-us
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
     } else if (a == "--no-subscriber") {
       subscriber = false;
+    } else if (a == "--linger-us" && i + 1 < argc) {
+      linger_us = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: tierkv_events_bench [--quick] [--no-subscriber]\n");
+      std::fprintf(stderr,
+                   "usage: tierkv_events_bench [--quick] [--no-subscriber] [--linger-us N]\n");
       return 2;
     }
   }
   const double eps = PublisherThroughput(quick ? 200000 : 2000000);
   tierkv::testing::ManagerProcess off({"--dram-size", "512MiB", "--log-level", "error"});
   const std::string endpoint = "ipc:///tmp/tierkv-evbench-mgr-" + std::to_string(getpid());
-  tierkv::testing::ManagerProcess on(
-      {"--dram-size", "512MiB", "--log-level", "error", "--kv-events-endpoint", endpoint});
+  std::vector<std::string> on_args = {"--dram-size",          "512MiB", "--log-level", "error",
+                                      "--kv-events-endpoint", endpoint};
+  if (!linger_us.empty()) on_args.insert(on_args.end(), {"--kv-events-batch-linger-us", linger_us});
+  tierkv::testing::ManagerProcess on(on_args);
   // A subscriber on the "on" manager, so events are really sent (on this host,
   // so its CPU time competes with the client and the manager).
   zmq::context_t ctx;

@@ -41,8 +41,10 @@ struct PublisherOptions {
   std::string replay_endpoint;    // empty: no replay socket
   size_t replay_buffer = 4096;    // messages kept for replay
   bool snapshot_on_join = false;  // allow SNAPSHOT requests on the replay socket
-  int batch_linger_us = 1000;     // wait this long for a partial message to fill
-  Clock* clock = nullptr;         // null: the real clock
+  // Under load (the last message held >= kBusyMessageEvents events) a partial
+  // message waits this long to fill; a trickle is sent at once.
+  int batch_linger_us = 5000;
+  Clock* clock = nullptr;  // null: the real clock
 };
 
 // Everything /kv_events/status and the memcache_kv_events_* metrics report.

@@ -185,7 +185,8 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "ZMQ ROUTER address answering REPLAY/SNAPSHOT requests (off if empty)");
   app.add_option("--kv-events-replay-buffer", ev.replay_buffer, "messages kept for replay");
   app.add_option("--kv-events-batch-linger-us", ev.batch_linger_us,
-                 "wait up to this long for a partial message of events to fill (0: send at once)");
+                 "while events keep coming, wait up to this long for a partial message to fill "
+                 "(0: send at once)");
   app.add_option("--kv-events-snapshot-on-join", ev.snapshot_on_join,
                  "answer SNAPSHOT requests on the replay socket");
 
