@@ -64,7 +64,7 @@ test-tsan: build
 # $(FUZZ_DIR)/corpus-<target>; crashes to $(FUZZ_DIR)/crash-*).
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = protocol session rest_body config
+FUZZ_TARGETS = protocol session rest_body config ssd_blob
 fuzz: deps
 	@cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DTIERKV_BUILD_FUZZ=ON -DTIERKV_BUILD_TESTS=OFF -DTIERKV_BUILD_BENCH=OFF -DTIERKV_BUILD_PYTHON=OFF \

@@ -44,6 +44,9 @@ uint64_t ValueHasher::Digest() const {
 }
 
 Result<std::string> EncodeBlobHeader(const BlobHeader& h) {
+  if (h.size == 0 || h.size > kMaxBlobValueBytes) {
+    return InvalidArgument("blob value size " + std::to_string(h.size) + " out of range");
+  }
   const size_t names = h.tenant.size() + h.key.size() + h.group_id.size();
   if (names > kBlobHeaderBytes - kBlobFixedBytes || h.tenant.size() > 0xFFFF ||
       h.key.size() > 0xFFFF || h.group_id.size() > 0xFFFF) {
@@ -81,6 +84,11 @@ Result<BlobHeader> DecodeBlobHeader(std::string_view block) {
     return Status(Code::kProtocolError,
                   "unsupported blob version " + std::to_string(Get<uint16_t>(block, 4)));
   }
+  // The flags sit outside the checksummed range; version 1 defines none.
+  if (Get<uint16_t>(block, 6) != 0) {
+    return Status(Code::kProtocolError,
+                  "blob header flags " + std::to_string(Get<uint16_t>(block, 6)) + " (must be 0)");
+  }
   if (Get<uint64_t>(block, 8) != HeaderChecksum(block)) {
     return Status(Code::kProtocolError, "blob header checksum mismatch (torn or corrupt)");
   }
@@ -90,6 +98,10 @@ Result<BlobHeader> DecodeBlobHeader(std::string_view block) {
   h.value_checksum = Get<uint64_t>(block, 32);
   const size_t tl = Get<uint16_t>(block, 40), kl = Get<uint16_t>(block, 42),
                gl = Get<uint16_t>(block, 44);
+  if (h.size == 0 || h.size > kMaxBlobValueBytes) {
+    return Status(Code::kProtocolError,
+                  "blob value size " + std::to_string(h.size) + " out of range");
+  }
   if (tl == 0 || kl == 0 || kBlobFixedBytes + tl + kl + gl > kBlobHeaderBytes) {
     return Status(Code::kProtocolError, "blob header name lengths out of range");
   }

@@ -20,7 +20,8 @@ namespace tierkv {
 inline constexpr uint32_t kBlobMagic = 0x424B5654;  // bytes "TVKB"
 inline constexpr uint16_t kBlobVersion = 1;
 inline constexpr size_t kBlobHeaderBytes = 4096;
-inline constexpr size_t kBlobFixedBytes = 48;  // fields before the names
+inline constexpr size_t kBlobFixedBytes = 48;               // fields before the names
+inline constexpr uint64_t kMaxBlobValueBytes = 1ull << 40;  // a sane bound for one value
 
 struct BlobHeader {
   std::string tenant;

@@ -69,6 +69,14 @@ TEST(BlobHeader, RoundTripsAndRejectsDamage) {
   std::string flipped = *block;
   flipped[100] ^= 1;  // inside the names: only the checksum can tell
   EXPECT_NE(DecodeBlobHeader(flipped).status().message().find("checksum"), std::string::npos);
+  std::string flags = *block;
+  flags[6] = 1;  // outside the checksummed range: rejected by value (found by the fuzzer)
+  EXPECT_NE(DecodeBlobHeader(flags).status().message().find("flags"), std::string::npos);
+  BlobHeader huge = h;
+  huge.size = kMaxBlobValueBytes + 1;  // its footprint would overflow
+  EXPECT_EQ(EncodeBlobHeader(huge).code(), Code::kInvalidArgument);
+  huge.size = 0;
+  EXPECT_EQ(EncodeBlobHeader(huge).code(), Code::kInvalidArgument);
   std::string magic = *block;
   magic[0] ^= 0x55;  // not a blob at all, e.g. the inside of a value
   EXPECT_EQ(DecodeBlobHeader(magic).code(), Code::kNotFound);
