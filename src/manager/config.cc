@@ -145,6 +145,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--ssd-high-watermark", c.store.ssd_high_watermark,
                  "background SSD eviction starts above this fill ratio");
   app.add_option("--ssd-low-watermark", c.store.ssd_low_watermark, "... and stops at this one");
+  app.add_option("--inject-alloc-failures", c.inject_alloc_failures,
+                 "testing only: fail every Nth DRAM allocation as if the pool were full "
+                 "(0 = never)");
   RestOptions& rest = c.rest;
   std::string max_body = "8MiB";
   app.add_option("--metrics-url,--ock.mmc.meta_service.metrics_url", rest.url,

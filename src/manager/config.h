@@ -35,6 +35,9 @@ struct ManagerConfig {
   events::PublisherOptions events;
   std::string data_dir;  // persisted state (metadata); empty: memory only
   SsdConfig ssd;
+  // Testing: every Nth DRAM pool allocation fails as if the pool were full
+  // (0 = never). Lets tests drive NO_SPACE paths in a real process.
+  uint32_t inject_alloc_failures = 0;
   RestOptions rest;
 };
 

@@ -1,5 +1,6 @@
 #include "manager/manager.h"
 
+#include <atomic>
 #include <filesystem>
 
 namespace tierkv {
@@ -27,6 +28,10 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   std::unique_ptr<Manager> m(new Manager(config));
   Result<std::unique_ptr<DramPool>> pool = DramPool::Create(config.dram_size);
   if (!pool.ok()) return pool.status();
+  if (const uint32_t every = config.inject_alloc_failures; every > 0) {
+    auto calls = std::make_shared<std::atomic<uint64_t>>(0);
+    (*pool)->SetAllocationFaultHook([every, calls](uint64_t) { return ++*calls % every == 0; });
+  }
   Result<std::unique_ptr<Store>> store = Store::Create(config.store, std::move(*pool));
   if (!store.ok()) return store.status();
   m->store_ = std::move(*store);
