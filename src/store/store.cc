@@ -45,13 +45,6 @@ Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
 
 Store::~Store() {
   Stop();
-  {
-    std::lock_guard<std::mutex> lock(tier_mu_);
-    tier_stopping_ = true;
-    tier_cv_.notify_all();
-    tier_idle_cv_.notify_all();
-  }
-  if (tier_thread_.joinable()) tier_thread_.join();
   DrainSsdTrash();
   // The index dies with the store; the SSD replicas it holds stay on disk.
   closing_ = true;

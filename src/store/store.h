@@ -189,7 +189,10 @@ class Store {
   bool has_ssd() const { return ssd_ != nullptr; }
 
   // Starts / stops the background maintenance thread (lease and grant expiry,
-  // watermark eviction). Without it, tests drive RunMaintenance() themselves.
+  // watermark eviction) and, with an SSD tier, the worker of write-through
+  // copies and prefetches (which AttachSsd starts too; Stop drops what it has
+  // queued). Without them, tests drive RunMaintenance() themselves. After Stop
+  // no thread of the store calls its observers.
   void Start();
   void Stop();
 
@@ -375,6 +378,8 @@ class Store {
   void NoteSsdError(const Status& st, const char* what);
   bool SsdWritable() const;
   void EnqueueTierJob(std::function<void()> job, bool droppable);
+  void StartTierWorker();
+  void StopTierWorker();
   void TierWorkerLoop();
 
   const StoreOptions options_;

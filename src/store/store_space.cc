@@ -196,6 +196,7 @@ void Store::EndSession(uint64_t session) {
 }
 
 void Store::Start() {
+  if (ssd_) StartTierWorker();
   std::lock_guard<std::mutex> lock(maint_mu_);
   if (maint_thread_.joinable()) return;
   stopping_ = false;
@@ -209,6 +210,7 @@ void Store::Stop() {
     maint_cv_.notify_all();
   }
   if (maint_thread_.joinable()) maint_thread_.join();
+  StopTierWorker();
 }
 
 void Store::MaintenanceLoop() {

@@ -47,7 +47,7 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
     it->second.last_access = now;
     InstallSsdLocked(shard, *it, MakeReplica(std::move(blob)));
   }
-  tier_thread_ = std::thread([this] { TierWorkerLoop(); });
+  StartTierWorker();
   return Status::Ok();
 }
 
@@ -409,6 +409,24 @@ void Store::EnqueueTierJob(std::function<void()> job, bool droppable) {
   }
   tier_jobs_.push_back(std::move(job));
   tier_cv_.notify_one();
+}
+
+void Store::StartTierWorker() {
+  std::lock_guard<std::mutex> lock(tier_mu_);
+  if (tier_thread_.joinable()) return;
+  tier_stopping_ = false;
+  tier_thread_ = std::thread([this] { TierWorkerLoop(); });
+}
+
+void Store::StopTierWorker() {
+  {
+    std::lock_guard<std::mutex> lock(tier_mu_);
+    tier_stopping_ = true;
+    tier_jobs_.clear();  // queued copies and prefetches are only optimisations
+    tier_cv_.notify_all();
+    tier_idle_cv_.notify_all();
+  }
+  if (tier_thread_.joinable()) tier_thread_.join();
 }
 
 void Store::TierWorkerLoop() {
