@@ -122,6 +122,10 @@ bool Store::SsdWritable() const {
 
 Result<SsdBlob> Store::WriteSsd(const BlobHeader& header, const void* value) {
   const uint64_t footprint = BlobFootprint(header.size);
+  if (footprint > ssd_->Stats().capacity) {  // never fits: evict nothing for it
+    tier_.flush_failed.fetch_add(1, std::memory_order_relaxed);
+    return Status(Code::kNoSpace, "object larger than the SSD tier");
+  }
   for (int attempt = 0;; ++attempt) {
     Result<SsdBlob> r = ssd_->Write(header, value);
     if (r.ok()) {

@@ -141,6 +141,17 @@ TEST_F(TierTest, FullSsdDropsItsOldestReplicas) {
   EXPECT_EQ(store_->Stats().objects, readable);
 }
 
+TEST_F(TierTest, ObjectLargerThanTheSsdIsDroppedWithoutEmptyingIt) {
+  MakeTiered(16 * kMiB, 8 * kMiB);
+  ASSERT_TRUE(Put("small", "s", kMiB).ok());
+  ASSERT_TRUE(Put("big", "b", 10 * kMiB).ok());
+  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"small", "big"}), 2u);
+  EXPECT_EQ(Media("small"), kSsd);
+  EXPECT_EQ(Media("big"), 0u);  // dropped: it can never fit
+  EXPECT_EQ(Tier().ssd_evicted_objects, 0u);
+  EXPECT_EQ(Tier().flush_failed, 1u);
+}
+
 TEST_F(TierTest, SsdWatermarksBoundBackgroundEviction) {
   MakeTiered(2 * kMiB, 11 * kMiB, StoreOptions{.shards = 2});
   for (int i = 0; i < 12; ++i) {
