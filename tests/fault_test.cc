@@ -182,9 +182,11 @@ TEST(Fault, InjectedAllocationFailuresAnswerNoSpaceAndNothingElse) {
     Status st = (*c)->Put("k" + std::to_string(i), Pattern(i, 100000));
     EXPECT_EQ(st.code(), Code::kNoSpace) << st.ToString();
   }
+  std::vector<std::string> keys;
+  for (int i = 0; i < 8; ++i) keys.push_back("b" + std::to_string(i));
   std::vector<PutItem> items;
   const std::string v(4096, 'b');
-  for (int i = 0; i < 8; ++i) items.push_back({"b" + std::to_string(i), v.data(), v.size()});
+  for (const std::string& k : keys) items.push_back(PutItem{k, v.data(), v.size(), {}});
   for (const Status& st : (*c)->BatchPut(items)) EXPECT_EQ(st.code(), Code::kNoSpace);
   EXPECT_GE(Metric(m, "memcache_alloc_failures_total"), 20);
   EXPECT_TRUE((*c)->Exist("k0").code() == Code::kNotFound);
@@ -204,7 +206,9 @@ TEST(Fault, SometimesFailingAllocationsNeverCorruptWhatIsStored) {
   EXPECT_FALSE(stored.empty());
   for (int i : stored) {  // every survivor (some were evicted) reads back intact
     auto v = (*c)->Get("k" + std::to_string(i));
-    if (v.ok()) EXPECT_TRUE(*v == Pattern(i, 300000)) << i;
+    if (v.ok()) {
+      EXPECT_TRUE(*v == Pattern(i, 300000)) << i;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +75,9 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
   pid_ = fork();
   if (pid_ < 0) Die("fork failed");
   if (pid_ == 0) {
+    // A test that crashes must not leave its manager behind (holding the test
+    // runner's output pipe open).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out_pipe[1], STDOUT_FILENO);
     auto argv = Argv(args);
     execv(argv[0], argv.data());
