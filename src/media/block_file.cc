@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace tierkv {
@@ -30,6 +32,9 @@ Status BlockFile::ReadPieces(uint64_t offset, void* data, size_t len, size_t pie
 }
 
 namespace {
+
+constexpr int kLockRetries = 60;  // x 50 ms: 3 s
+constexpr int kLockRetryMs = 50;
 
 Status IoError(const std::string& what, int err) {
   return Status(Code::kIoError, what + ": " + std::strerror(err));
@@ -253,8 +258,15 @@ Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   }
   if (fd < 0) return IoError("open " + path, errno);
-  // Two managers on one file would overwrite each other's blobs.
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  // Two managers on one file would overwrite each other's blobs. A manager
+  // that just died may still hold the lock for a moment (its io_uring is torn
+  // down after the process exits), so a restart waits a little for it.
+  int locked = flock(fd, LOCK_EX | LOCK_NB);
+  for (int i = 0; locked != 0 && errno == EWOULDBLOCK && i < kLockRetries; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kLockRetryMs));
+    locked = flock(fd, LOCK_EX | LOCK_NB);
+  }
+  if (locked != 0) {
     const int err = errno;
     close(fd);
     if (err == EWOULDBLOCK) {

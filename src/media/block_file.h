@@ -55,8 +55,9 @@ struct BlockFileOptions {
 };
 
 // Opens (creating if needed) `path`, takes an exclusive lock on it (one
-// process per file) and preallocates it to `size` bytes (rounded down to
-// 4 KiB). IO_ERROR naming the path when that fails or another process holds it.
+// process per file; waits up to 3 s for a previous holder that is going away)
+// and preallocates it to `size` bytes (rounded down to 4 KiB). IO_ERROR naming
+// the path when that fails or another process holds it.
 Result<std::unique_ptr<BlockFile>> OpenBlockFile(const std::string& path, uint64_t size,
                                                  const BlockFileOptions& options = {});
 
