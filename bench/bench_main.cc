@@ -280,15 +280,7 @@ int Main(const Options& opt) {
   ratio("uds batch128 get 4KiB 1t / redis-benchmark -P16",
         Find(series, "tierkv uds batch128 get", 4 * kKiB, 1), rb, 0, true);
   PrintRatios(ratios);
-  if (!opt.json.empty()) {
-    std::filesystem::create_directories(std::filesystem::path(opt.json).parent_path());
-    if (!WriteJson(opt.json, series, ratios)) {
-      std::fprintf(stderr, "cannot write %s\n", opt.json.c_str());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", opt.json.c_str());
-  }
-  return 0;
+  return FinishReport(opt.json, series, ratios);
 }
 
 }  // namespace

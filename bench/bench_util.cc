@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 namespace tierkv::bench {
@@ -64,6 +65,18 @@ bool WriteJson(const std::string& path, const std::vector<Series>& series,
   }
   out << "  ]\n}\n";
   return static_cast<bool>(out);
+}
+
+int FinishReport(const std::string& path, const std::vector<Series>& series,
+                 const std::vector<Ratio>& ratios) {
+  if (path.empty()) return 0;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  if (!WriteJson(path, series, ratios)) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    return 1;
+  }
+  std::printf("\nwrote %s\n", path.c_str());
+  return 0;
 }
 
 }  // namespace tierkv::bench

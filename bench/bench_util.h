@@ -42,6 +42,11 @@ void PrintRatios(const std::vector<Ratio>& ratios);
 bool WriteJson(const std::string& path, const std::vector<Series>& series,
                const std::vector<Ratio>& ratios);
 
+// Writes the JSON report to `path` (creating its directory; nothing when
+// `path` is empty) and says where; returns the process exit status.
+int FinishReport(const std::string& path, const std::vector<Series>& series,
+                 const std::vector<Ratio>& ratios);
+
 std::string SizeName(uint64_t bytes);  // "4KiB", "1MiB"
 
 }  // namespace tierkv::bench

@@ -169,15 +169,6 @@ void ClientLoop(int id, const std::string& address, double deadline, Tally* t,
   for (const auto& [k, v] : mine) (*final_state)[k] = v;
 }
 
-uint64_t RssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 int Run(const Options& opt) {
   const std::string events = "ipc:///tmp/tierkv-soak-" + std::to_string(getpid());
   testing::ManagerProcess manager(
@@ -217,7 +208,7 @@ int Run(const Options& opt) {
       } else {
         ++scrape_errors;
       }
-      peak_rss = std::max<uint64_t>(peak_rss, RssBytes(manager.pid()));
+      peak_rss = std::max<uint64_t>(peak_rss, testing::ProcessRssBytes(manager.pid()));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });

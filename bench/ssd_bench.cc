@@ -248,12 +248,7 @@ int Main(const Options& opt) {
     ratios.push_back({"4xDRAM get GB/s / in-DRAM get GB/s", mc->GBps() / mw->GBps(), 0});
   }
   PrintRatios(ratios);
-  if (!opt.json.empty()) {
-    std::filesystem::create_directories(std::filesystem::path(opt.json).parent_path());
-    if (!WriteJson(opt.json, series, ratios)) return 1;
-    std::printf("\nwrote %s\n", opt.json.c_str());
-  }
-  return 0;
+  return FinishReport(opt.json, series, ratios);
 }
 
 }  // namespace

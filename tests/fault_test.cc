@@ -43,15 +43,6 @@ int64_t DramUsed(const ManagerProcess& m) {
   return Metric(m, "memcache_allocated_bytes{medium=\"dram\"}");
 }
 
-uint64_t RssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 template <typename Fn>
 bool WaitFor(Fn fn, int ms = 10000) {
   for (int i = 0; i < ms / 10; ++i) {
@@ -120,7 +111,7 @@ TEST(Fault, ClientThatNeverReadsItsRepliesHurtsOnlyItself) {
   auto c = Client::Connect(m.uds());
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Put("big", Pattern(2, 4 * kMiB)).ok());
-  const uint64_t rss_before = RssBytes(m.pid());
+  const uint64_t rss_before = testing::ProcessRssBytes(m.pid());
   // Over TCP a get answers with the bytes inline: 200 gets of 4 MiB would be
   // 800 MiB of replies if the manager buffered them for a client that never reads.
   RawConn slow(m.tcp());
@@ -146,7 +137,7 @@ TEST(Fault, ClientThatNeverReadsItsRepliesHurtsOnlyItself) {
     auto v = (*c)->Get("k" + std::to_string(i));
     ASSERT_TRUE(v.ok() && *v == Pattern(i, 64 * 1024));
   }
-  EXPECT_LT(RssBytes(m.pid()), rss_before + 64 * kMiB);  // nothing piles up
+  EXPECT_LT(testing::ProcessRssBytes(m.pid()), rss_before + 64 * kMiB);  // nothing piles up
   shutdown(slow.fd(), SHUT_RDWR);
   flood.join();
   EXPECT_TRUE((*c)->Get("big").ok());

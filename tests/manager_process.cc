@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 namespace tierkv::testing {
@@ -121,6 +122,15 @@ ManagerProcess::~ManagerProcess() {
   if (pid_ > 0) Stop(SIGKILL);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
+}
+
+uint64_t ProcessRssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
 }
 
 int ManagerProcess::Stop(int sig) {

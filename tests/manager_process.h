@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ class ManagerProcess {
   std::string rest_;
   std::string startup_output_;
 };
+
+// Resident set size of process `pid` in bytes (0 if it cannot be read).
+uint64_t ProcessRssBytes(pid_t pid);
 
 // Runs `argv` (no shell), feeding `input` on stdin; returns the exit status and
 // fills *out with stdout and *err with stderr.

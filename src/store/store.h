@@ -351,6 +351,10 @@ class Store {
   // Space.
   Result<Extent> AllocateSpace(uint64_t size);
   void FreeExtent(const Extent& extent, uint64_t requested);
+  // Up to a few entries from the tail of every shard's DRAM (or SSD) LRU that
+  // `usable` accepts (called with the shard lock held), oldest first.
+  std::vector<Victim> TailVictims(bool ssd,
+                                  const std::function<bool(Shard&, const Entry&, int64_t)>& usable);
   std::vector<Victim> GatherVictims();
   bool EvictVictim(const Victim& victim);
   void MaintenanceLoop();

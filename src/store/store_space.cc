@@ -78,27 +78,20 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
                     std::to_string(size) + " bytes requested)");
 }
 
-std::vector<Store::Victim> Store::GatherVictims() {
+std::vector<Store::Victim> Store::TailVictims(
+    bool ssd, const std::function<bool(Shard&, const Entry&, int64_t)>& usable) {
   std::vector<Victim> victims;
   for (uint32_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[i];
     std::lock_guard<std::mutex> lock(shard.mu);
     const int64_t now = clock_->NowNanos();
-    bool reaped = false;
+    const std::list<Map::value_type*>& list = ssd ? shard.ssd_lru : shard.lru;
     size_t taken = 0;
     size_t scanned = 0;
-    for (auto it = shard.lru.rbegin();
-         it != shard.lru.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan;
-         ++it, ++scanned) {
+    for (auto it = list.rbegin();
+         it != list.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan; ++it, ++scanned) {
       const Entry& e = (*it)->second;
-      if (e.current->pins > 0) continue;  // being copied to SSD
-      if (e.current->leases > 0) {
-        if (LeasedLocked(*e.current, now)) continue;
-        if (!reaped) {
-          ReapShardLocked(shard, now);
-          reaped = true;
-        }
-      }
+      if (!usable(shard, e, now)) continue;
       victims.push_back(Victim{e.last_access, i, (*it)->first});
       ++taken;
     }
@@ -106,6 +99,20 @@ std::vector<Store::Victim> Store::GatherVictims() {
   std::sort(victims.begin(), victims.end(),
             [](const Victim& a, const Victim& b) { return a.last_access < b.last_access; });
   return victims;
+}
+
+std::vector<Store::Victim> Store::GatherVictims() {
+  const Shard* reaped = nullptr;  // expired leases are detached once per shard
+  return TailVictims(/*ssd=*/false, [&](Shard& shard, const Entry& e, int64_t now) {
+    if (e.current->pins > 0) return false;  // being copied to SSD
+    if (e.current->leases == 0) return true;
+    if (LeasedLocked(*e.current, now)) return false;
+    if (reaped != &shard) {
+      ReapShardLocked(shard, now);
+      reaped = &shard;
+    }
+    return true;
+  });
 }
 
 bool Store::EvictVictim(const Victim& victim) {

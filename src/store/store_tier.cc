@@ -13,8 +13,6 @@
 namespace tierkv {
 namespace {
 
-constexpr size_t kVictimsPerShard = 8;
-constexpr size_t kMaxTailScan = 64;
 constexpr size_t kMaxQueuedWriteThrough = 4096;
 constexpr int kLeaseColdAttempts = 4;
 
@@ -228,24 +226,9 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
 // SSD eviction.
 
 std::vector<Store::Victim> Store::GatherSsdVictims() {
-  std::vector<Victim> victims;
-  for (uint32_t i = 0; i < shards_.size(); ++i) {
-    Shard& shard = *shards_[i];
-    std::lock_guard<std::mutex> lock(shard.mu);
-    size_t taken = 0;
-    size_t scanned = 0;
-    for (auto it = shard.ssd_lru.rbegin();
-         it != shard.ssd_lru.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan;
-         ++it, ++scanned) {
-      const Entry& e = (*it)->second;
-      if (e.rewarm || e.ssd.use_count() > 1) continue;  // being read
-      victims.push_back(Victim{e.last_access, i, (*it)->first});
-      ++taken;
-    }
-  }
-  std::sort(victims.begin(), victims.end(),
-            [](const Victim& a, const Victim& b) { return a.last_access < b.last_access; });
-  return victims;
+  return TailVictims(/*ssd=*/true, [](Shard&, const Entry& e, int64_t) {
+    return !e.rewarm && e.ssd.use_count() == 1;  // not being read
+  });
 }
 
 bool Store::EvictSsdVictim(const Victim& victim) {
