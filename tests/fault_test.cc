@@ -31,25 +31,8 @@ using testing::RawConn;
 using testing::RawReply;
 constexpr size_t kMiB = 1 << 20;
 
-int64_t Metric(const ManagerProcess& m, const std::string& series) {
-  httplib::Client http(m.rest());
-  auto res = http.Get("/metrics");
-  if (!res) return -1;
-  const size_t at = res->body.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stoll(res->body.substr(at + series.size() + 2));
-}
-
 int64_t DramUsed(const ManagerProcess& m) {
-  return Metric(m, "memcache_allocated_bytes{medium=\"dram\"}");
-}
-
-template <typename Fn>
-bool WaitFor(Fn fn, int ms = 10000) {
-  for (int i = 0; i < ms / 10; ++i) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return testing::ScrapeMetric(m, "memcache_allocated_bytes{medium=\"dram\"}");
 }
 
 std::string Pattern(int i, size_t size) {
@@ -102,7 +85,7 @@ TEST(Fault, ClientsKilledMidPutAndMidGetLeakNothing) {
   // the pool goes back to empty (no leaked grant, lease or quarantined range).
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   ASSERT_TRUE((*watcher)->RemoveAll(kDefaultTenant, /*force=*/true).ok());
-  EXPECT_TRUE(WaitFor([&] { return DramUsed(m) == 0; })) << DramUsed(m);
+  EXPECT_TRUE(testing::WaitFor([&] { return DramUsed(m) == 0; })) << DramUsed(m);
   EXPECT_TRUE((*watcher)->Put("after", Pattern(1, 200 * kMiB)).ok());
 }
 
@@ -162,7 +145,7 @@ TEST(Fault, EveryObjectLeasedMeansNoSpaceUntilTheLeasesEnd) {
     ASSERT_TRUE(v.ok() && *v == Pattern(i, 5 * kMiB)) << i;
   }
   // The holder never releases; its leases end with their TTL and space comes back.
-  EXPECT_TRUE(WaitFor([&] { return (*c)->Put("more", Pattern(9, 5 * kMiB)).ok(); }));
+  EXPECT_TRUE(testing::WaitFor([&] { return (*c)->Put("more", Pattern(9, 5 * kMiB)).ok(); }));
 }
 
 TEST(Fault, InjectedAllocationFailuresAnswerNoSpaceAndNothingElse) {
@@ -179,7 +162,7 @@ TEST(Fault, InjectedAllocationFailuresAnswerNoSpaceAndNothingElse) {
   const std::string v(4096, 'b');
   for (const std::string& k : keys) items.push_back(PutItem{k, v.data(), v.size(), {}});
   for (const Status& st : (*c)->BatchPut(items)) EXPECT_EQ(st.code(), Code::kNoSpace);
-  EXPECT_GE(Metric(m, "memcache_alloc_failures_total"), 20);
+  EXPECT_GE(testing::ScrapeMetric(m, "memcache_alloc_failures_total"), 20);
   EXPECT_TRUE((*c)->Exist("k0").code() == Code::kNotFound);
   EXPECT_EQ(m.Stop(SIGTERM), 0);  // alive and clean to the end
 }
@@ -243,8 +226,8 @@ TEST(Fault, ReadOnlySsdFileKeepsDramServingAndSsdReadable) {
     for (int i = 0; i < 20; ++i) {
       ASSERT_TRUE((*c)->Put("b" + std::to_string(i), Pattern(i, kMiB)).ok()) << i;
     }
-    EXPECT_GT(Metric(m, "tierkv_ssd_io_errors_total"), 0);
-    EXPECT_GT(Metric(m, "tierkv_ssd_flush_failed_total"), 0);
+    EXPECT_GT(testing::ScrapeMetric(m, "tierkv_ssd_io_errors_total"), 0);
+    EXPECT_GT(testing::ScrapeMetric(m, "tierkv_ssd_flush_failed_total"), 0);
     auto v = (*c)->Get("a0");
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_TRUE(*v == Pattern(0, kMiB));

@@ -1,6 +1,7 @@
 #include "manager_process.h"
 
 #include <fcntl.h>
+#include <httplib.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -122,6 +123,18 @@ ManagerProcess::~ManagerProcess() {
   if (pid_ > 0) Stop(SIGKILL);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
+}
+
+int64_t ScrapeMetric(const ManagerProcess& m, const std::string& series) {
+  httplib::Client http(m.rest());
+  auto res = http.Get("/metrics");
+  if (!res) return -1;
+  const std::string& body = res->body;
+  for (size_t at = 0; (at = body.find(series + " ", at)) != std::string::npos;
+       at += series.size()) {
+    if (at == 0 || body[at - 1] == '\n') return std::stoll(body.substr(at + series.size() + 1));
+  }
+  return -1;
 }
 
 uint64_t ProcessRssBytes(pid_t pid) {

@@ -6,8 +6,10 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tierkv::testing {
@@ -41,6 +43,20 @@ class ManagerProcess {
   std::string rest_;
   std::string startup_output_;
 };
+
+// The value of one sample of the manager's /metrics, named exactly as it
+// appears (`name` or `name{labels}`); -1 when absent or unreachable.
+int64_t ScrapeMetric(const ManagerProcess& m, const std::string& series);
+
+// Polls `fn` every 10 ms until it returns true (true) or `ms` pass (false).
+template <typename Fn>
+bool WaitFor(Fn fn, int ms = 10000) {
+  for (int i = 0; i < ms / 10; ++i) {
+    if (fn()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fn();
+}
 
 // Resident set size of process `pid` in bytes (0 if it cannot be read).
 uint64_t ProcessRssBytes(pid_t pid);

@@ -60,20 +60,6 @@ std::unique_ptr<Client> Connect(const ManagerProcess& m) {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
-// The value of an unlabelled (or exactly labelled) sample in /metrics; -1 if absent.
-int64_t Metric(const ManagerProcess& m, const std::string& series) {
-  httplib::Client http(m.rest());
-  auto res = http.Get("/metrics");
-  if (!res) return -1;
-  const std::string& body = res->body;
-  size_t at = 0;
-  while ((at = body.find(series + " ", at)) != std::string::npos) {
-    if (at == 0 || body[at - 1] == '\n') return std::stoll(body.substr(at + series.size() + 1));
-    at += series.size();
-  }
-  return -1;
-}
-
 std::string RestPost(const ManagerProcess& m, const std::string& path, const std::string& body) {
   httplib::Client http(m.rest());
   auto res = http.Post(path, body, "application/json");
@@ -83,15 +69,6 @@ std::string RestPost(const ManagerProcess& m, const std::string& path, const std
 uint32_t Media(Client& c, const std::string& key) {
   auto q = c.Query(key);
   return q.ok() ? q->media : 0;
-}
-
-template <typename Fn>
-bool WaitFor(Fn fn) {
-  for (int i = 0; i < 1000; ++i) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
 }
 
 std::vector<std::string> SsdArgs(const std::string& dir, const std::string& size = "128MiB") {
@@ -116,7 +93,7 @@ TEST_P(SsdEngines, ObjectsBeyondDramAreServedFromSsdThenDram) {
     ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), kMiB)).ok()) << i;
   }
   EXPECT_EQ(Media(*c, Key(0)), MediumBit(Medium::kSsd));
-  EXPECT_GE(Metric(m, "memcache_flush_blobs_total"), kObjects - 16);
+  EXPECT_GE(testing::ScrapeMetric(m, "memcache_flush_blobs_total"), kObjects - 16);
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < kObjects; ++i) {
       auto v = c->Get(Key(i));
@@ -126,14 +103,16 @@ TEST_P(SsdEngines, ObjectsBeyondDramAreServedFromSsdThenDram) {
   }
   // Read twice, once more right after: the second get is a DRAM hit.
   ASSERT_TRUE(c->Get(Key(0)).ok());
-  const int64_t dram_hits = Metric(m, "memcache_get_hits_dram_total");
+  const int64_t dram_hits = testing::ScrapeMetric(m, "memcache_get_hits_dram_total");
   ASSERT_TRUE(c->Get(Key(0)).ok());
-  EXPECT_EQ(Metric(m, "memcache_get_hits_dram_total"), dram_hits + 1);
-  EXPECT_GE(Metric(m, "memcache_rewarm_total"), kObjects - 16);
-  EXPECT_EQ(Metric(m, "memcache_get_hits_ssd_total"), Metric(m, "memcache_rewarm_total"));
-  EXPECT_EQ(Metric(m, "memcache_rewarm_failed_total"), 0);
-  EXPECT_EQ(
-      Metric(m, std::string("tierkv_ssd_info{engine=\"") + GetParam() + "\",direct=\"true\"}"), 1);
+  EXPECT_EQ(testing::ScrapeMetric(m, "memcache_get_hits_dram_total"), dram_hits + 1);
+  EXPECT_GE(testing::ScrapeMetric(m, "memcache_rewarm_total"), kObjects - 16);
+  EXPECT_EQ(testing::ScrapeMetric(m, "memcache_get_hits_ssd_total"),
+            testing::ScrapeMetric(m, "memcache_rewarm_total"));
+  EXPECT_EQ(testing::ScrapeMetric(m, "memcache_rewarm_failed_total"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(
+                m, std::string("tierkv_ssd_info{engine=\"") + GetParam() + "\",direct=\"true\"}"),
+            1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ssd, SsdEngines, ::testing::Values("io_uring", "pread"));
@@ -169,13 +148,14 @@ TEST(Ssd, RestartAndKill9KeepEverySsdResidentObject) {
   {
     ManagerProcess m(SsdArgs(dir.sub("ssd")));
     // Background demotions may have added more after the check; none may be missing.
-    EXPECT_GE(Metric(m, "tierkv_ssd_recovered_blobs"), static_cast<int64_t>(on_ssd.size()));
+    EXPECT_GE(testing::ScrapeMetric(m, "tierkv_ssd_recovered_blobs"),
+              static_cast<int64_t>(on_ssd.size()));
     verify(m, on_ssd);
     EXPECT_EQ(m.Stop(SIGKILL), 128 + SIGKILL);
   }
   ManagerProcess m(SsdArgs(dir.sub("ssd")));
   verify(m, on_ssd);
-  EXPECT_EQ(Metric(m, "tierkv_ssd_recovery_corrupt_blobs"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_recovery_corrupt_blobs"), 0);
 }
 
 TEST(Ssd, Kill9InTheMiddleOfDemotionsNeverServesATornObject) {
@@ -191,7 +171,8 @@ TEST(Ssd, Kill9InTheMiddleOfDemotionsNeverServesATornObject) {
         written = i + 1;
       }
     });
-    ASSERT_TRUE(WaitFor([&] { return written.load() > 200; }));  // ~50 MiB: demoting steadily
+    ASSERT_TRUE(
+        testing::WaitFor([&] { return written.load() > 200; }));  // ~50 MiB: demoting steadily
     m.Stop(SIGKILL);
     writer.join();
   }
@@ -205,7 +186,7 @@ TEST(Ssd, Kill9InTheMiddleOfDemotionsNeverServesATornObject) {
     ASSERT_TRUE(v.ok()) << k << " " << v.status().ToString();
     EXPECT_TRUE(*v == ValueOf(k, 256 * 1024)) << k;
   }
-  EXPECT_EQ(Metric(m, "tierkv_ssd_corrupt_blobs_total"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_corrupt_blobs_total"), 0);
 }
 
 TEST(Ssd, WriteThroughMakesNewObjectsDurableWithoutEviction) {
@@ -216,9 +197,9 @@ TEST(Ssd, WriteThroughMakesNewObjectsDurableWithoutEviction) {
     ManagerProcess m(args);
     auto c = Connect(m);
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), 100000)).ok());
-    ASSERT_TRUE(WaitFor(
+    ASSERT_TRUE(testing::WaitFor(
         [&] { return Media(*c, Key(2)) == (MediumBit(Medium::kDram) | MediumBit(Medium::kSsd)); }));
-    EXPECT_EQ(Metric(m, "memcache_evict_operations_total"), 0);
+    EXPECT_EQ(testing::ScrapeMetric(m, "memcache_evict_operations_total"), 0);
     m.Stop(SIGKILL);
   }
   ManagerProcess m(args);
@@ -231,10 +212,11 @@ TEST(Ssd, FullSsdDropsTheOldestAndKeepsAcceptingPuts) {
   ManagerProcess m({"--dram-size", "8MiB", "--ssd-dir", dir.sub("ssd"), "--ssd-size", "16MiB"});
   auto c = Connect(m);
   for (int i = 0; i < 60; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), kMiB)).ok()) << i;
-  EXPECT_GT(Metric(m, "tierkv_ssd_evicted_total"), 0);
+  EXPECT_GT(testing::ScrapeMetric(m, "tierkv_ssd_evicted_total"), 0);
   EXPECT_EQ(c->Exist(Key(0)).code(), Code::kNotFound);
   for (int i = 55; i < 60; ++i) EXPECT_TRUE(*c->Get(Key(i)) == ValueOf(Key(i), kMiB)) << i;
-  EXPECT_LE(Metric(m, "memcache_allocated_bytes{medium=\"ssd\"}"), 16 * static_cast<int64_t>(kMiB));
+  EXPECT_LE(testing::ScrapeMetric(m, "memcache_allocated_bytes{medium=\"ssd\"}"),
+            16 * static_cast<int64_t>(kMiB));
 }
 
 TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
@@ -248,7 +230,7 @@ TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
                      R"({"chunk_hashes":["victim","bystander"],"locations":["LocalCPUBackend"]})")
                 .find("\"num_evicted\":2"),
             std::string::npos);
-  ASSERT_TRUE(WaitFor([&] { return Media(*c, "victim") == MediumBit(Medium::kSsd); }));
+  ASSERT_TRUE(testing::WaitFor([&] { return Media(*c, "victim") == MediumBit(Medium::kSsd); }));
   // Damage one byte of the victim's value in the blob file.
   const std::string file = dir.sub("ssd") + "/tierkv-ssd.dat";
   std::string bytes;
@@ -269,8 +251,8 @@ TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
   auto v = c->Get("victim");
   EXPECT_EQ(v.code(), Code::kIoError) << v.status().ToString();
   EXPECT_EQ(c->Exist("victim").code(), Code::kNotFound);  // dropped, never served
-  EXPECT_EQ(Metric(m, "tierkv_ssd_corrupt_blobs_total"), 1);
-  EXPECT_EQ(Metric(m, "memcache_rewarm_failed_total"), 1);
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_corrupt_blobs_total"), 1);
+  EXPECT_EQ(testing::ScrapeMetric(m, "memcache_rewarm_failed_total"), 1);
   EXPECT_TRUE(*c->Get("bystander") == ValueOf("bystander", 65536));
 }
 
@@ -280,15 +262,15 @@ TEST(Ssd, PrefetchRewarmsAndReportsHowManyChunks) {
   auto c = Connect(m);
   for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(c->Put(k, ValueOf(k, 8192)).ok());
   RestPost(m, "/memory/evict", R"({"chunk_hashes":["a","b","c"],"locations":["x"]})");
-  ASSERT_TRUE(WaitFor([&] { return Media(*c, "c") == MediumBit(Medium::kSsd); }));
+  ASSERT_TRUE(testing::WaitFor([&] { return Media(*c, "c") == MediumBit(Medium::kSsd); }));
   const std::string reply =
       RestPost(m, "/memory/prefetch", R"({"chunk_hashes":["a","b","missing"],"lookup_id":"L1"})");
   EXPECT_EQ(reply, R"({"status":"prefetch_started","lookup_id":"L1","num_chunks":2})");
-  ASSERT_TRUE(WaitFor([&] { return Media(*c, "b") & MediumBit(Medium::kDram); }));
+  ASSERT_TRUE(testing::WaitFor([&] { return Media(*c, "b") & MediumBit(Medium::kDram); }));
   EXPECT_EQ(Media(*c, "c"), MediumBit(Medium::kSsd));
   // Without locations the keys go from every tier.
   RestPost(m, "/memory/evict", R"({"chunk_hashes":["a"]})");
-  ASSERT_TRUE(WaitFor([&] { return c->Exist("a").code() == Code::kNotFound; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return c->Exist("a").code() == Code::kNotFound; }));
 }
 
 TEST(Ssd, UnusableDirectoryLeavesTheManagerServingFromDram) {
@@ -301,7 +283,8 @@ TEST(Ssd, UnusableDirectoryLeavesTheManagerServingFromDram) {
   auto c = Connect(m);
   for (int i = 0; i < 24; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), kMiB)).ok());
   EXPECT_TRUE(*c->Get(Key(23)) == ValueOf(Key(23), kMiB));
-  EXPECT_EQ(Metric(m, "memcache_total_capacity_bytes{medium=\"ssd\"}"), -1);  // omitted
+  EXPECT_EQ(testing::ScrapeMetric(m, "memcache_total_capacity_bytes{medium=\"ssd\"}"),
+            -1);  // omitted
 }
 
 TEST(Ssd, SecondManagerOnTheSameDirectoryDoesNotShareIt) {
@@ -326,7 +309,7 @@ TEST(Ssd, VanishedDirectoryKeepsServingAndStartsEmptyNextTime) {
   }
   ManagerProcess m(SsdArgs(dir.sub("ssd")));
   EXPECT_NE(m.startup_output().find("ssd tier on"), std::string::npos);
-  EXPECT_EQ(Metric(m, "tierkv_ssd_recovered_blobs"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_recovered_blobs"), 0);
 }
 
 }  // namespace
