@@ -119,7 +119,7 @@ void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, boo
   t0 = NowSeconds();
   for (const std::string& k : keys) {
     auto l = st.Lease({}, {"default", k});
-    if (!l.ok() || !st.Release(l->lease_id).ok()) break;
+    if (!l.ok() || !st.Release({}, l->lease_id).ok()) break;
     ++rewarm.ops;
   }
   rewarm.seconds = NowSeconds() - t0;

@@ -36,8 +36,18 @@ class RawConn {
   }
   ~RawConn() {
     if (fd_ >= 0) close(fd_);
+    if (pool_fd_ >= 0) close(pool_fd_);
   }
   int fd() const { return fd_; }
+  // The DRAM pool's memfd from the last hello reply over a Unix socket, or -1.
+  int pool_fd() const { return pool_fd_; }
+  // Sends hello and keeps the pool's descriptor; returns the reply.
+  RawReply Hello(uint32_t rank = 0) {
+    std::string body;
+    proto::Writer w(&body);
+    proto::HelloRequest{rank, "raw"}.Encode(w);
+    return Call(proto::Opcode::kHello, body);
+  }
 
   void SendBytes(std::string_view bytes) {
     ASSERT_TRUE(proto::WriteFull(fd_, bytes.data(), bytes.size(), 5000).ok());
@@ -50,12 +60,15 @@ class RawConn {
     proto::AppendFrame(&frame, h, body);
     SendBytes(frame);
   }
-  // Reads one frame; the fd passed with a hello reply is closed.
+  // Reads one frame; an fd passed with it replaces pool_fd().
   bool Read(RawReply* out) {
     uint8_t hdr[proto::kHeaderSize];
     int passed = -1;
     if (!proto::ReadWithFd(fd_, hdr, sizeof(hdr), &passed).ok()) return false;
-    if (passed >= 0) close(passed);
+    if (passed >= 0) {
+      if (pool_fd_ >= 0) close(pool_fd_);
+      pool_fd_ = passed;
+    }
     out->header = proto::DecodeHeader(hdr);
     out->body.resize(out->header.body_len);
     return out->header.body_len == 0 ||
@@ -78,7 +91,14 @@ class RawConn {
 
  private:
   int fd_ = -1;
+  int pool_fd_ = -1;
 };
+
+inline std::string IdBody(uint64_t id) {
+  std::string body;
+  proto::Writer(&body).U64(id);
+  return body;
+}
 
 inline std::string KeyBody(std::string_view tenant, std::string_view key) {
   std::string body;

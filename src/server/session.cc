@@ -25,8 +25,8 @@ Session::Session(Server* server, Store* store, int fd, bool unix_socket, uint64_
 }
 
 Session::~Session() {
-  for (uint64_t id : allocs_) (void)store_->Abort(id);
-  for (uint64_t id : leases_) (void)store_->Release(id);
+  for (uint64_t id : allocs_) (void)store_->Abort(caller_, id);
+  for (uint64_t id : leases_) (void)store_->Release(caller_, id);
   store_->EndSession(caller_.session);
 }
 
@@ -239,10 +239,10 @@ Status Session::IdCall(Opcode op, std::string_view body) {
       return store_->Commit(caller_, id);
     case Opcode::kAbort:
       allocs_.erase(id);
-      return store_->Abort(id);
+      return store_->Abort(caller_, id);
     default:
       leases_.erase(id);
-      return store_->Release(id);
+      return store_->Release(caller_, id);
   }
 }
 
@@ -282,7 +282,7 @@ Status Session::GetInline(std::string_view tenant, std::string_view key) {
   Writer w(&reply_);
   char* dst = w.BlobSpace(g->size);
   std::memcpy(dst, store_->dram().base() + g->offset, g->size);
-  Status st = store_->Release(g->lease_id);
+  Status st = store_->Release(caller_, g->lease_id);
   if (!st.ok()) reply_.resize(mark);  // never hand out bytes that may have been reused
   return st;
 }
@@ -376,7 +376,7 @@ Status Session::BatchIds(Opcode op, std::string_view body) {
     out = store_->BatchCommit(caller_, req.ids);
   } else {
     for (uint64_t id : req.ids) leases_.erase(id);
-    out = store_->BatchRelease(req.ids);
+    out = store_->BatchRelease(caller_, req.ids);
   }
   Writer w(&reply_);
   w.U32(static_cast<uint32_t>(out.size()));
@@ -448,7 +448,7 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
         }
         full = full || (bytes > 0 && bytes + g->size > budget);
         if (full) {
-          (void)store_->Release(g->lease_id);
+          (void)store_->Release(caller_, g->lease_id);
           w.ItemStatus(Status(Code::kRetry, "reply size limit reached; fetch this key again"));
           continue;
         }
@@ -456,7 +456,7 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
         const size_t mark = reply_.size();
         w.ItemStatus(Status::Ok());
         std::memcpy(w.BlobSpace(g->size), store_->dram().base() + g->offset, g->size);
-        if (Status st = store_->Release(g->lease_id); !st.ok()) {
+        if (Status st = store_->Release(caller_, g->lease_id); !st.ok()) {
           reply_.resize(mark);
           w.ItemStatus(st);
         }

@@ -2,10 +2,12 @@
 // Batches live in store_batch.cc, space and eviction in store_space.cc.
 #include "store/store.h"
 
+#include <sys/random.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
+#include <random>
 #include <set>
 
 #include "store/store_internal.h"
@@ -16,6 +18,14 @@ namespace {
 constexpr uint32_t kMaxTenantBytes = 128;
 
 int64_t MsToNs(int64_t ms) { return ms * 1'000'000; }
+
+uint64_t RandomSeed() {
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) {
+    seed = static_cast<uint64_t>(std::random_device{}()) << 32 ^ std::random_device{}();
+  }
+  return seed;
+}
 
 }  // namespace
 
@@ -40,7 +50,9 @@ Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
       clock_(options.clock ? options.clock : RealClock()),
       dram_(std::move(dram)) {
   shards_.reserve(options_.shards);
-  for (uint32_t i = 0; i < options_.shards; ++i) shards_.push_back(std::make_unique<Shard>(i));
+  for (uint32_t i = 0; i < options_.shards; ++i) {
+    shards_.push_back(std::make_unique<Shard>(i, RandomSeed()));
+  }
 }
 
 Store::~Store() {
@@ -88,8 +100,20 @@ Store::Shard& Store::ShardOfId(uint64_t id) {
   return *shards_[(id & 0xff) & (options_.shards - 1)];
 }
 
-uint64_t Store::NextId(uint32_t shard_index) {
-  return (next_id_.fetch_add(1, std::memory_order_relaxed) << 8) | shard_index;
+// Ids are 56 unpredictable bits above the shard index: splitmix64 over a
+// per-shard state seeded from the kernel's random source. An id is only ever
+// honoured for the session it was granted to; being hard to guess keeps a buggy
+// client from hitting a live id of its own by accident.
+uint64_t Store::NextId(Shard& shard) {
+  for (;;) {
+    uint64_t z = (shard.id_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const uint64_t id = (z << 8) | shard.index;
+    if ((z << 8) == 0 || shard.pending.count(id) != 0 || shard.leases.count(id) != 0) continue;
+    return id;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -232,7 +256,7 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->extent = extent;
   blob->size = size;
   blob->group_id = std::string(options.group_id);
-  blob->alloc_id = NextId(shard.index);
+  blob->alloc_id = NextId(shard);
   blob->owner = caller.session;
   blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
   AllocGrant grant{blob->alloc_id, extent.offset, size};
@@ -274,9 +298,9 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
   return finish(InstallPendingLocked(shard, composite, caller, size, options, *space));
 }
 
-Status Store::CommitLocked(Shard& shard, uint64_t alloc_id) {
+Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
   auto pit = shard.pending.find(alloc_id);
-  if (pit == shard.pending.end()) {
+  if (pit == shard.pending.end() || pit->second->second.pending->owner != session) {
     return NotFound("unknown alloc id (never granted, already committed, or revoked)");
   }
   Map::value_type& kv = *pit->second;
@@ -313,18 +337,20 @@ Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
   Status st;
   {
     std::lock_guard<std::mutex> lock(shard.mu);
-    st = CommitLocked(shard, alloc_id);
+    st = CommitLocked(shard, alloc_id, caller.session);
   }
   DrainSsdTrash();  // an upsert may have replaced an SSD replica
   op_stats_.Record(Op::kUpdateState, st.code(), caller.rank);
   return st;
 }
 
-Status Store::Abort(uint64_t alloc_id) {
+Status Store::Abort(const Caller& caller, uint64_t alloc_id) {
   Shard& shard = ShardOfId(alloc_id);
   std::lock_guard<std::mutex> lock(shard.mu);
   auto pit = shard.pending.find(alloc_id);
-  if (pit == shard.pending.end()) return NotFound("unknown alloc id");
+  if (pit == shard.pending.end() || pit->second->second.pending->owner != caller.session) {
+    return NotFound("unknown alloc id");
+  }
   DropPendingLocked(shard, shard.map.find(pit->second->first), /*revoked=*/false);
   return Status::Ok();
 }
@@ -342,7 +368,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   Blob& blob = *it->second.current;
   const int64_t now = clock_->NowNanos();
   const int64_t deadline = now + MsToNs(options_.lease_ms);
-  const uint64_t id = NextId(shard.index);
+  const uint64_t id = NextId(shard);
   shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
@@ -370,9 +396,11 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
   return r;
 }
 
-Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id) {
+Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session) {
   auto it = shard.leases.find(lease_id);
-  if (it == shard.leases.end()) return NotFound("unknown lease id");
+  if (it == shard.leases.end() || it->second.owner != session) {
+    return NotFound("unknown lease id");
+  }
   LeaseRecord rec = it->second;
   shard.leases.erase(it);
   if (rec.blob == nullptr) {
@@ -389,10 +417,10 @@ Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id) {
   return Status::Ok();
 }
 
-Status Store::Release(uint64_t lease_id) {
+Status Store::Release(const Caller& caller, uint64_t lease_id) {
   Shard& shard = ShardOfId(lease_id);
   std::lock_guard<std::mutex> lock(shard.mu);
-  return ReleaseLocked(shard, lease_id);
+  return ReleaseLocked(shard, lease_id, caller.session);
 }
 
 // ---------------------------------------------------------------------------

@@ -8,7 +8,9 @@
 // own mutex, map, LRU list, pending-alloc table and lease table, so clients
 // working on different keys rarely meet on a lock. Batch calls sort their keys by
 // shard and take each shard's lock once. Ids of allocs and leases carry their
-// shard in the low 8 bits, so commit and release go straight to one shard.
+// shard in the low 8 bits, so commit and release go straight to one shard; the
+// other 56 bits are unpredictable, and an id is honoured only for the session
+// it was granted to (any other caller gets NOT_FOUND and nothing changes).
 //
 // Memory safety with shared memory: a range of the pool is reused only when
 // nobody can still legitimately touch it. A read lease blocks eviction and reuse
@@ -207,11 +209,13 @@ class Store {
   Result<AllocGrant> Alloc(const Caller& caller, const ObjectRef& ref, uint64_t size,
                            const PutOptions& options);
   // Makes the value readable (announces OnStored; for an upsert OnRemoved of the
-  // old value first). Errors: NOT_FOUND (unknown or revoked alloc id),
-  // LEASE_EXPIRED (the grant timed out). Counted as `update_state`.
+  // old value first). Only the session that received the grant may commit or
+  // abort it: for any other caller the id does not exist. Errors: NOT_FOUND
+  // (unknown, foreign or revoked alloc id; nothing changes), LEASE_EXPIRED (the
+  // grant timed out). Counted as `update_state`.
   Status Commit(const Caller& caller, uint64_t alloc_id);
-  // Drops an uncommitted alloc. Errors: NOT_FOUND. Not counted.
-  Status Abort(uint64_t alloc_id);
+  // Drops an uncommitted alloc of `caller`'s session. Errors: NOT_FOUND. Not counted.
+  Status Abort(const Caller& caller, uint64_t alloc_id);
 
   // --- Reads ---------------------------------------------------------------
   // Grants a read lease on the readable value: the caller may copy `size` bytes
@@ -223,8 +227,9 @@ class Store {
   Result<LeaseGrant> Lease(const Caller& caller, const ObjectRef& ref);
   // Ends a lease. OK means the bytes were never at risk while the lease was held;
   // LEASE_EXPIRED means the deadline passed first and the copy must be discarded;
-  // NOT_FOUND for an unknown id.
-  Status Release(uint64_t lease_id);
+  // NOT_FOUND for an unknown id or one granted to another session (the lease is
+  // left as it is).
+  Status Release(const Caller& caller, uint64_t lease_id);
 
   // --- Lookups and removal -------------------------------------------------
   Status Exist(const Caller& caller, const ObjectRef& ref);              // `exist_key`
@@ -249,7 +254,7 @@ class Store {
   std::vector<Status> BatchCommit(const Caller& caller, std::span<const uint64_t> alloc_ids);
   std::vector<Result<LeaseGrant>> BatchLease(const Caller& caller, std::string_view tenant,
                                              std::span<const std::string_view> keys);
-  std::vector<Status> BatchRelease(std::span<const uint64_t> lease_ids);
+  std::vector<Status> BatchRelease(const Caller& caller, std::span<const uint64_t> lease_ids);
   std::vector<Status> BatchExist(const Caller& caller, std::string_view tenant,
                                  std::span<const std::string_view> keys);
   std::vector<Result<ObjectInfo>> BatchQuery(const Caller& caller, std::string_view tenant,
@@ -315,7 +320,7 @@ class Store {
   Shard& ShardFor(std::string_view composite);
   Shard& ShardOfId(uint64_t id);
   uint32_t ShardIndex(std::string_view composite) const;
-  uint64_t NextId(uint32_t shard_index);
+  static uint64_t NextId(Shard& shard);  // shard lock held
   std::vector<uint32_t> ShardOrder(std::span<const std::string> composites) const;
 
   // Per-item bodies; the shard lock is held by the caller.
@@ -323,13 +328,13 @@ class Store {
   Result<AllocGrant> InstallPendingLocked(Shard& shard, const std::string& composite,
                                           const Caller& caller, uint64_t size,
                                           const PutOptions& options, const Extent& extent);
-  Status CommitLocked(Shard& shard, uint64_t alloc_id);
+  Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session);
   // NOT_FOUND with *cold set when only an SSD replica exists.
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
                                  bool* cold = nullptr, bool from_ssd = false);
   // Lease of a cold key: rewarm, then lease (shard lock not held).
   Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
-  Status ReleaseLocked(Shard& shard, uint64_t lease_id);
+  Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session);
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);
   RemoveAllResult RemoveTenant(std::string_view tenant, bool force);  // uncounted
@@ -392,7 +397,6 @@ class Store {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<ReplicaObserver*> observers_;
   OpStats op_stats_;
-  std::atomic<uint64_t> next_id_{1};
 
   std::mutex evict_mu_;  // one evictor at a time
 

@@ -114,12 +114,12 @@ std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uin
   std::vector<bool> valid(ids.size(), true);
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
-      [&](Shard& shard, uint32_t i) { out[i] = CommitLocked(shard, ids[i]); });
+      [&](Shard& shard, uint32_t i) { out[i] = CommitLocked(shard, ids[i], caller.session); });
   op_stats_.RecordBatch(Op::kBatchUpdateState, Op::kUpdateState, CodesOf(out), caller.rank);
   return out;
 }
 
-std::vector<Status> Store::BatchRelease(std::span<const uint64_t> ids) {
+std::vector<Status> Store::BatchRelease(const Caller& caller, std::span<const uint64_t> ids) {
   std::vector<Status> out(ids.size());
   std::vector<uint32_t> order(ids.size());
   std::iota(order.begin(), order.end(), 0);
@@ -128,7 +128,7 @@ std::vector<Status> Store::BatchRelease(std::span<const uint64_t> ids) {
   std::vector<bool> valid(ids.size(), true);
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
-      [&](Shard& shard, uint32_t i) { out[i] = ReleaseLocked(shard, ids[i]); });
+      [&](Shard& shard, uint32_t i) { out[i] = ReleaseLocked(shard, ids[i], caller.session); });
   return out;
 }
 

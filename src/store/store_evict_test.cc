@@ -65,7 +65,7 @@ TEST_F(StoreTest, LeasedAndUncommittedReplicasAreNeverEvicted) {
   EXPECT_EQ(store_->Exist({}, {"default", "free"}).code(), Code::kNotFound);
   EXPECT_TRUE(store_->Exist({}, {"default", "leased"}).ok());
   EXPECT_TRUE(store_->Commit({}, pending->alloc_id).ok());
-  EXPECT_TRUE(store_->Release(lease->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
   // With the lease gone, the oldest ("leased") is the next victim.
   clock_.AdvanceMillis(1);
   ASSERT_TRUE(Put("last", "X", kMiB).ok());
@@ -84,7 +84,7 @@ TEST_F(StoreTest, NoSpaceWhenEverythingIsLeasedAndNothingIsHarmed) {
   EXPECT_EQ(st.code(), Code::kNoSpace);
   EXPECT_NE(st.message().find("leased"), std::string::npos);
   EXPECT_EQ(store_->Exist({}, {"default", "more"}).code(), Code::kNotFound);
-  for (uint64_t id : leases) EXPECT_TRUE(store_->Release(id).ok());
+  for (uint64_t id : leases) EXPECT_TRUE(store_->Release({}, id).ok());
   for (int i = 0; i < 4; ++i) {
     auto v = Get(Key(i));
     ASSERT_TRUE(v.ok());
@@ -105,8 +105,8 @@ TEST_F(StoreTest, ExpiredLeasesDoNotBlockEviction) {
   EXPECT_EQ(Put("c", "C", kMiB).code(), Code::kNoSpace);
   clock_.AdvanceMillis(2001);
   EXPECT_TRUE(Put("c", "C", kMiB).ok());
-  EXPECT_EQ(store_->Release(la->lease_id).code(), Code::kLeaseExpired);
-  EXPECT_EQ(store_->Release(lb->lease_id).code(), Code::kLeaseExpired);
+  EXPECT_EQ(store_->Release({}, la->lease_id).code(), Code::kLeaseExpired);
+  EXPECT_EQ(store_->Release({}, lb->lease_id).code(), Code::kLeaseExpired);
 }
 
 TEST_F(StoreTest, InjectedAllocationFailureIsNoSpace) {

@@ -74,9 +74,10 @@ struct LeaseRecord {
 };
 
 struct Store::Shard {
-  explicit Shard(uint32_t i) : index(i) {}
+  Shard(uint32_t i, uint64_t seed) : index(i), id_state(seed) {}
   const uint32_t index;  // position in shards_, carried in alloc and lease ids
   std::mutex mu;
+  uint64_t id_state;                    // generator of this shard's alloc and lease ids (mu held)
   Map map;                              // composite key -> entry
   std::list<Map::value_type*> lru;      // front = most recent; entries with a DRAM replica
   std::list<Map::value_type*> ssd_lru;  // front = most recent; entries with an SSD replica

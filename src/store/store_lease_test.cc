@@ -1,4 +1,6 @@
 // Read leases and write grants against an injected clock.
+#include <set>
+
 #include "store/store_test_util.h"
 
 namespace tierkv {
@@ -16,9 +18,9 @@ TEST_F(StoreTest, LeaseKeepsRemovedBytesUntilReleased) {
   ASSERT_TRUE(Put("other", "x", kMiB).ok());
   auto other = store_->Lease({}, {"default", "other"});
   EXPECT_NE(other->offset, lease->offset);
-  EXPECT_TRUE(store_->Release(other->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, other->lease_id).ok());
   EXPECT_EQ(std::memcmp(store_->dram().base() + lease->offset, "payload", 7), 0);
-  EXPECT_TRUE(store_->Release(lease->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
   EXPECT_EQ(Used(), kMiB);  // only "other" remains
   EXPECT_EQ(store_->Stats().zombie_bytes, 0u);
 }
@@ -28,8 +30,8 @@ TEST_F(StoreTest, ReleaseAfterTheDeadlineIsLeaseExpired) {
   auto lease = store_->Lease({}, {"default", "k"});
   ASSERT_TRUE(lease.ok());
   clock_.AdvanceMillis(2001);
-  EXPECT_EQ(store_->Release(lease->lease_id).code(), Code::kLeaseExpired);
-  EXPECT_EQ(store_->Release(lease->lease_id).code(), Code::kNotFound);
+  EXPECT_EQ(store_->Release({}, lease->lease_id).code(), Code::kLeaseExpired);
+  EXPECT_EQ(store_->Release({}, lease->lease_id).code(), Code::kNotFound);
 }
 
 TEST_F(StoreTest, ExpiredLeaseStillAnswersLeaseExpiredAfterItWasReaped) {
@@ -42,7 +44,7 @@ TEST_F(StoreTest, ExpiredLeaseStillAnswersLeaseExpiredAfterItWasReaped) {
   EXPECT_EQ(Used(), 0u);  // the zombie was freed when its lease expired
   EXPECT_EQ(store_->Stats().expired_leases, 1u);
   // The range may now be reused: the late reader must learn its copy is void.
-  EXPECT_EQ(store_->Release(lease->lease_id).code(), Code::kLeaseExpired);
+  EXPECT_EQ(store_->Release({7, 0}, lease->lease_id).code(), Code::kLeaseExpired);
 }
 
 TEST_F(StoreTest, LeaseTombstonesAreForgottenEventually) {
@@ -52,7 +54,7 @@ TEST_F(StoreTest, LeaseTombstonesAreForgottenEventually) {
   store_->RunMaintenance();
   clock_.AdvanceMillis(60001);
   store_->RunMaintenance();
-  EXPECT_EQ(store_->Release(lease->lease_id).code(), Code::kNotFound);
+  EXPECT_EQ(store_->Release({}, lease->lease_id).code(), Code::kNotFound);
 }
 
 TEST_F(StoreTest, UncommittedAllocIsRevokedAfterTheTimeout) {
@@ -87,7 +89,7 @@ TEST_F(StoreTest, UpsertWhileReadersHoldTheOldValue) {
   EXPECT_EQ(*Get("k"), "new-value");
   // The reader of the old value still sees intact bytes and releases cleanly.
   EXPECT_EQ(std::memcmp(store_->dram().base() + lease->offset, "old-value", 9), 0);
-  EXPECT_TRUE(store_->Release(lease->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
   EXPECT_EQ(store_->dram().Stats().live_allocations, 1u);
 }
 
@@ -98,9 +100,47 @@ TEST_F(StoreTest, QueryReportsActiveLeases) {
   auto info = store_->Query({}, {"default", "k"});
   EXPECT_EQ(info->active_leases, 2u);
   EXPECT_GT(info->lease_expires_unix_ms, 0);
-  EXPECT_TRUE(store_->Release(a->lease_id).ok());
-  EXPECT_TRUE(store_->Release(b->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, a->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, b->lease_id).ok());
   EXPECT_EQ(store_->Query({}, {"default", "k"})->active_leases, 0u);
+}
+
+TEST_F(StoreTest, GrantsAndLeasesAnswerOnlyTheirOwnSession) {
+  auto g = store_->Alloc({/*session=*/1, 0}, {"default", "k"}, 4096, {});
+  ASSERT_TRUE(g.ok());
+  // Another session can neither commit nor abort the grant...
+  EXPECT_EQ(store_->Commit({2, 0}, g->alloc_id).code(), Code::kNotFound);
+  EXPECT_EQ(store_->Abort({2, 0}, g->alloc_id).code(), Code::kNotFound);
+  EXPECT_EQ(store_->BatchCommit({2, 0}, std::vector<uint64_t>{g->alloc_id})[0].code(),
+            Code::kNotFound);
+  EXPECT_EQ(store_->Exist({}, {"default", "k"}).code(), Code::kNotFound);  // still unreadable
+  ASSERT_TRUE(store_->Commit({1, 0}, g->alloc_id).ok());                   // ...its owner can
+  auto lease = store_->Lease({1, 0}, {"default", "k"});
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(store_->Release({2, 0}, lease->lease_id).code(), Code::kNotFound);
+  EXPECT_EQ(store_->BatchRelease({2, 0}, std::vector<uint64_t>{lease->lease_id})[0].code(),
+            Code::kNotFound);
+  EXPECT_EQ(store_->Stats().active_leases, 1u);
+  // The lease still protects the range: an upsert gets new memory.
+  ASSERT_TRUE(Put("k", "new value", 4096, /*upsert=*/true).ok());
+  EXPECT_EQ(Used(), 2 * 4096u);
+  EXPECT_TRUE(store_->Release({1, 0}, lease->lease_id).ok());
+  EXPECT_EQ(Used(), 4096u);
+}
+
+TEST_F(StoreTest, IdsAreNotSequential) {
+  std::set<uint64_t> high;
+  uint64_t previous = 0;
+  int adjacent = 0;
+  for (int i = 0; i < 64; ++i) {
+    auto g = store_->Alloc({}, {"default", "k" + std::to_string(i)}, 64, {});
+    ASSERT_TRUE(g.ok());
+    high.insert(g->alloc_id >> 8);
+    if (previous != 0 && ((g->alloc_id >> 8) == (previous >> 8) + 1)) ++adjacent;
+    previous = g->alloc_id;
+  }
+  EXPECT_EQ(high.size(), 64u);
+  EXPECT_EQ(adjacent, 0);
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ TEST_F(StoreTest, AbortFreesTheReservation) {
   auto g = store_->Alloc({}, {"default", "k"}, kMiB, {});
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(Used(), kMiB);
-  ASSERT_TRUE(store_->Abort(g->alloc_id).ok());
+  ASSERT_TRUE(store_->Abort({}, g->alloc_id).ok());
   EXPECT_EQ(Used(), 0u);
   EXPECT_TRUE(Put("k", "v").ok());  // the key is free again
 }
@@ -141,7 +141,7 @@ TEST_F(StoreTest, RemoveAllClearsOnlyWhenTheTenantIsEmptied) {
   EXPECT_EQ(*Get("c", "other"), "3");
   // The leased bytes stay allocated until the lease ends.
   EXPECT_EQ(store_->dram().Stats().live_allocations, 2u);
-  EXPECT_TRUE(store_->Release(lease->lease_id).ok());
+  EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
   EXPECT_EQ(store_->dram().Stats().live_allocations, 1u);
 }
 
@@ -190,7 +190,7 @@ TEST_F(StoreTest, BatchesKeepOrderAndCountByTheRules) {
   EXPECT_EQ(leases[1].code(), Code::kNotFound);
   EXPECT_TRUE(leases[2].ok());
   std::vector<uint64_t> lids = {leases[0]->lease_id, leases[2]->lease_id};
-  for (const Status& st : store_->BatchRelease(lids)) EXPECT_TRUE(st.ok());
+  for (const Status& st : store_->BatchRelease({}, lids)) EXPECT_TRUE(st.ok());
 
   std::vector<std::string_view> rk = {"x", "y", "x"};
   auto removed = store_->BatchRemove({}, "default", rk);

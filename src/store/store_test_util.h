@@ -72,7 +72,7 @@ class StoreTest : public ::testing::Test {
     auto l = store_->Lease({}, {tenant, key});
     if (!l.ok()) return l.status();
     std::string out(reinterpret_cast<const char*>(store_->dram().base() + l->offset), l->size);
-    if (Status st = store_->Release(l->lease_id); !st.ok()) return st;
+    if (Status st = store_->Release({}, l->lease_id); !st.ok()) return st;
     return out;
   }
   uint64_t Used() { return store_->dram().Stats().allocated; }

@@ -105,7 +105,7 @@ TEST_F(TierTest, ConcurrentGetsOfAColdKeyShareOneRewarm) {
   std::atomic<int> ok{0};
   auto reader = [&] {
     auto l = store_->Lease({}, {"default", "cold"});
-    if (l.ok() && store_->Release(l->lease_id).ok()) ++ok;
+    if (l.ok() && store_->Release({}, l->lease_id).ok()) ++ok;
   };
   readers.emplace_back(reader);
   while (file_->reads_started.load() == reads_before) std::this_thread::yield();
