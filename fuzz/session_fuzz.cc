@@ -9,6 +9,9 @@
 #include <memory>
 #include <thread>
 
+#include "protocol/codec.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
 #include "protocol/socket_io.h"
 #include "server/server.h"
 #include "server/session.h"
@@ -31,7 +34,14 @@ struct World {
     so.io_timeout_ms = 200;
     so.spin_us = 0;
     server = std::make_unique<Server>(so, store.get());  // never started: sessions only
+    std::string body;
+    proto::Writer w(&body);
+    proto::HelloRequest{0, "fuzz"}.Encode(w);
+    proto::FrameHeader h;
+    h.opcode = static_cast<uint16_t>(proto::Opcode::kHello);
+    proto::AppendFrame(&hello, h, body);
   }
+  std::string hello;
 };
 
 }  // namespace
@@ -42,7 +52,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return 0;
   // The "client": sends the input, then drains every reply until the session ends.
+  // Every input starts after a valid HELLO, so the fuzzer explores the requests
+  // behind the handshake (a stream without one ends at its first frame).
   std::thread client([&] {
+    (void)proto::WriteFull(fds[0], world->hello.data(), world->hello.size(), 1000);
     (void)proto::WriteFull(fds[0], data, size, 1000);
     shutdown(fds[0], SHUT_WR);
     char buf[65536];

@@ -137,14 +137,23 @@ int64_t ScrapeMetric(const ManagerProcess& m, const std::string& series) {
   return -1;
 }
 
-uint64_t ProcessRssBytes(pid_t pid) {
+namespace {
+
+// A numeric field of /proc/PID/status ("VmRSS:", "Threads:"); 0 if absent.
+uint64_t StatusField(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
   }
   return 0;
 }
+
+}  // namespace
+
+uint64_t ProcessRssBytes(pid_t pid) { return StatusField(pid, "VmRSS:") * 1024; }
+
+uint64_t ProcessThreads(pid_t pid) { return StatusField(pid, "Threads:"); }
 
 int ManagerProcess::Stop(int sig) {
   if (pid_ <= 0) return -1;

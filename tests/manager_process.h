@@ -60,6 +60,8 @@ bool WaitFor(Fn fn, int ms = 10000) {
 
 // Resident set size of process `pid` in bytes (0 if it cannot be read).
 uint64_t ProcessRssBytes(pid_t pid);
+// Threads of process `pid` (0 if it cannot be read).
+uint64_t ProcessThreads(pid_t pid);
 
 // Runs `argv` (no shell), feeding `input` on stdin; returns the exit status and
 // fills *out with stdout and *err with stderr.

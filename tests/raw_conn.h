@@ -29,10 +29,15 @@ struct RawReply {
 
 class RawConn {
  public:
-  explicit RawConn(const std::string& address) {
+  // Connects and, unless `hello` is false, completes the handshake (the manager
+  // answers nothing but HELLO first).
+  explicit RawConn(const std::string& address, bool hello = true) {
     auto fd = proto::Connect(*proto::ParseAddress(address));
     EXPECT_TRUE(fd.ok()) << fd.status().ToString();
     fd_ = fd.ok() ? *fd : -1;
+    if (hello && fd_ >= 0) {
+      EXPECT_EQ(Hello().code(), Code::kOk);
+    }
   }
   ~RawConn() {
     if (fd_ >= 0) close(fd_);

@@ -285,8 +285,11 @@ def test_metrics_families_order_and_promtool(api):
     assert 'medium="ssd"' not in r.text.split("memcache_get_requests_total")[0]
     assert 'memcache_segment_capacity_bytes{segment="rank-2-dram"} 134217728' in r.text
     # Extensions come after every contract family.
-    assert names[-4:] == ["tierkv_dram_fragmentation_ratio", "tierkv_dram_largest_free_bytes",
-                          "tierkv_dram_free_ranges", "tierkv_dram_requested_bytes"]
+    ext = [n for n in names if n.startswith("tierkv_")]
+    assert names[-len(ext):] == ext
+    assert ext[:4] == ["tierkv_dram_fragmentation_ratio", "tierkv_dram_largest_free_bytes",
+                       "tierkv_dram_free_ranges", "tierkv_dram_requested_bytes"]
+    assert "tierkv_server_connections" in ext and "tierkv_client_metric_ranks" in ext
     promtool = shutil.which("promtool")
     assert promtool, "promtool (Debian package prometheus) is required"
     check = subprocess.run([promtool, "check", "metrics"], input=r.text, capture_output=True,

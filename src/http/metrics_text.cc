@@ -121,6 +121,31 @@ constexpr Family kSsdRecoveryCorrupt{"tierkv_ssd_recovery_corrupt_blobs", "gauge
                                      "Blob headers the start-up scan found invalid and dropped"};
 constexpr Family kSsdPrefetch{"tierkv_ssd_prefetch_scheduled_total", "counter",
                               "Rewarms scheduled by prefetch requests"};
+// Beyond the contract: client connections and client-reported metrics.
+constexpr Family kSrvConns{"tierkv_server_connections", "gauge",
+                           "Client connections open now, working or idle"};
+constexpr Family kSrvWorking{"tierkv_server_connections_working", "gauge",
+                             "Client connections being served by a worker thread now"};
+constexpr Family kSrvAccepted{"tierkv_server_connections_accepted_total", "counter",
+                              "Client connections accepted"};
+constexpr Family kSrvRefused{"tierkv_server_connections_refused_total", "counter",
+                             "Client connections refused: max-open-connections, all working"};
+constexpr Family kSrvShed{"tierkv_server_connections_shed_total", "counter",
+                          "Idle client connections closed to make room for a new one"};
+constexpr Family kSrvHandshake{"tierkv_server_handshake_timeouts_total", "counter",
+                               "Client connections closed for not completing HELLO in time"};
+constexpr Family kSrvProtocol{"tierkv_server_protocol_errors_total", "counter",
+                              "Client connections closed for an unusable byte stream"};
+constexpr Family kSrvRequests{"tierkv_server_requests_total", "counter",
+                              "Client requests received"};
+constexpr Family kSrvWorkers{"tierkv_server_worker_threads", "gauge",
+                             "Worker threads serving client connections"};
+constexpr Family kRepRanks{"tierkv_client_metric_ranks", "gauge",
+                           "Client ranks whose reported transfer metrics are kept"};
+constexpr Family kRepRefused{"tierkv_client_metric_reports_refused_total", "counter",
+                             "Client metric reports refused over max-metric-ranks"};
+constexpr Family kRepInvalid{"tierkv_client_metric_reports_invalid_total", "counter",
+                             "Client metric reports refused for non-finite or negative values"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -351,6 +376,19 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kSsdRecoveryCorrupt, t.recovered.corrupt);
     w.One(kSsdPrefetch, t.prefetch_scheduled);
   }
+  const ServerStats& sv = s.server;
+  w.One(kSrvConns, sv.connections_current);
+  w.One(kSrvWorking, sv.connections_working);
+  w.One(kSrvAccepted, sv.connections_total);
+  w.One(kSrvRefused, sv.connections_refused);
+  w.One(kSrvShed, sv.connections_shed);
+  w.One(kSrvHandshake, sv.handshake_timeouts);
+  w.One(kSrvProtocol, sv.protocol_errors);
+  w.One(kSrvRequests, sv.requests);
+  w.One(kSrvWorkers, sv.worker_threads);
+  w.One(kRepRanks, s.client_reports.ranks);
+  w.One(kRepRefused, s.client_reports.refused_reports);
+  w.One(kRepInvalid, s.client_reports.rejected_reports);
   return w.Take();
 }
 

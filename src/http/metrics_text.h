@@ -16,6 +16,7 @@
 
 #include "events/publisher.h"
 #include "server/client_metrics.h"
+#include "server/server.h"
 #include "store/op_stats.h"
 #include "store/store.h"
 #include "tierkv/types.h"
@@ -50,6 +51,8 @@ struct MetricsSnapshot {
   events::PublisherStats events;
   uint64_t events_queue_capacity = 0;  // configured, also when disabled
   std::vector<RankMetricView> clients;
+  ClientMetricsStats client_reports;
+  ServerStats server;
 };
 
 // text/plain; version=0.0.4

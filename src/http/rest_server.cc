@@ -161,6 +161,8 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.events_queue_capacity =
       deps_.publisher != nullptr ? s.events.queue_capacity : options_.events_queue_capacity;
   s.clients = deps_.server->client_metrics().Snapshot(deps_.store->clock()->NowUnixMillis());
+  s.client_reports = deps_.server->client_metrics().Stats();
+  s.server = deps_.server->Stats();
   return s;
 }
 

@@ -70,6 +70,15 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
   }
   if (c.server.max_batch == 0) return InvalidArgument("--max-batch must be positive");
   if (c.server.max_connections == 0) return InvalidArgument("--max-connections must be positive");
+  if (c.server.max_open_connections == 0) {
+    return InvalidArgument("--max-open-connections must be positive");
+  }
+  if (c.server.handshake_timeout_ms <= 0) {
+    return InvalidArgument("--handshake-timeout-ms must be positive");
+  }
+  if (c.server.max_metric_ranks == 0) {
+    return InvalidArgument("--max-metric-ranks must be positive");
+  }
   if (c.server.spin_us < 0 || c.server.spin_us > 1000000) {
     return InvalidArgument("--spin-us must be between 0 and 1000000");
   }
@@ -117,8 +126,18 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--max-object-bytes", max_object, "largest value accepted");
   app.add_option("--max-frame-bytes", max_frame,
                  "largest request frame accepted (0 = max-object-bytes + 1 MiB)");
+  app.add_option("--max-group-bytes", c.store.max_group_bytes, "longest group_id accepted");
   app.add_option("--max-batch", c.server.max_batch, "most items in one batch call");
-  app.add_option("--max-connections", c.server.max_connections, "most client connections");
+  app.add_option("--max-metric-ranks", c.server.max_metric_ranks,
+                 "most client ranks whose reported transfer metrics are kept at once");
+  app.add_option("--max-connections", c.server.max_connections,
+                 "most client sessions served at once (idle ones hold no thread and do not count)");
+  app.add_option("--max-open-connections", c.server.max_open_connections,
+                 "most client connections open, working or idle; over it the oldest idle one "
+                 "is closed");
+  app.add_option("--handshake-timeout-ms", c.server.handshake_timeout_ms,
+                 "a client connection that has not completed HELLO this long after connecting "
+                 "is closed");
   app.add_option("--spin-us", c.server.spin_us,
                  "most a busy connection is polled for its next request before sleeping; "
                  "adaptive, only for clients whose requests come that fast (0 = never)");

@@ -17,7 +17,18 @@ Status CheckBatch(uint32_t n, uint32_t max_batch, Reader& r, std::string_view wh
   return Status::Ok();
 }
 
+std::string HexByte(uint8_t b) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  return {kDigits[b >> 4], kDigits[b & 15]};
+}
+
 }  // namespace
+
+Status CheckPutFlags(uint8_t flags, std::string_view what) {
+  if ((flags & ~kPutKnownFlags) == 0) return Status::Ok();
+  return InvalidArgument(std::string(what) + ": unknown flag bits 0x" +
+                         HexByte(static_cast<uint8_t>(flags & ~kPutKnownFlags)));
+}
 
 void HelloRequest::Encode(Writer& w) const {
   w.U32(rank);
@@ -80,7 +91,8 @@ Status AllocRequest::Decode(Reader& r) {
   size = r.U64();
   group_id = r.Str();
   flags = r.U8();
-  return r.Finish("alloc");
+  if (Status st = r.Finish("alloc"); !st.ok()) return st;
+  return CheckPutFlags(flags, "alloc");
 }
 
 void PutRequest::Encode(Writer& w) const {
@@ -97,7 +109,8 @@ Status PutRequest::Decode(Reader& r) {
   group_id = r.Str();
   flags = r.U8();
   value = r.Str();
-  return r.Finish("put");
+  if (Status st = r.Finish("put"); !st.ok()) return st;
+  return CheckPutFlags(flags, "put");
 }
 
 void BatchKeysRequest::Encode(Writer& w) const {
@@ -137,7 +150,11 @@ Status BatchAllocRequest::Decode(Reader& r, uint32_t max_batch) {
     it.group_id = r.Str();
     it.flags = r.U8();
   }
-  return r.Finish("batch_alloc");
+  if (Status st = r.Finish("batch_alloc"); !st.ok()) return st;
+  for (const Item& it : items) {
+    if (Status st = CheckPutFlags(it.flags, "batch_alloc"); !st.ok()) return st;
+  }
+  return Status::Ok();
 }
 
 void BatchIdsRequest::Encode(Writer& w) const {
@@ -175,7 +192,11 @@ Status BatchPutRequest::Decode(Reader& r, uint32_t max_batch) {
     it.flags = r.U8();
     it.value = r.Str();
   }
-  return r.Finish("batch_put");
+  if (Status st = r.Finish("batch_put"); !st.ok()) return st;
+  for (const Item& it : items) {
+    if (Status st = CheckPutFlags(it.flags, "batch_put"); !st.ok()) return st;
+  }
+  return Status::Ok();
 }
 
 namespace {

@@ -16,6 +16,10 @@
 namespace tierkv::proto {
 
 inline constexpr uint8_t kPutUpsert = 1;  // PutFlags bit
+inline constexpr uint8_t kPutKnownFlags = kPutUpsert;
+
+// INVALID_ARGUMENT when `flags` has a bit this version does not know.
+Status CheckPutFlags(uint8_t flags, std::string_view what);
 
 struct HelloRequest {
   uint32_t rank = 0;

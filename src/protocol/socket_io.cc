@@ -85,6 +85,18 @@ Result<Address> ParseAddress(std::string_view text) {
   return a;
 }
 
+bool SpinReadable(int fd, int spin_us) {
+  if (spin_us <= 0) return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  for (;;) {
+    char c;
+    const ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (r >= 0 || (errno != EAGAIN && errno != EINTR)) return true;  // data, end or error
+    if (std::chrono::steady_clock::now() > until) return false;
+    sched_yield();
+  }
+}
+
 Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
   auto* p = static_cast<uint8_t*>(buf);
   size_t done = 0;
@@ -104,15 +116,15 @@ Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
     }
   }
   while (done < n) {
-    if (timeout_ms >= 0) {
-      if (Status st = WaitReady(fd, POLLIN, timeout_ms, "read"); !st.ok()) return st;
-    }
-    const ssize_t r = recv(fd, p + done, n - done, 0);
+    // With a timeout: try first, sleep in poll only when nothing is there yet.
+    const ssize_t r = recv(fd, p + done, n - done, timeout_ms >= 0 ? MSG_DONTWAIT : 0);
     if (r > 0) {
       done += static_cast<size_t>(r);
     } else if (r == 0) {
       if (done == 0) return Status(Code::kUnavailable, "connection closed");
       return Status(Code::kIoError, "connection closed in the middle of a frame");
+    } else if (errno == EAGAIN && timeout_ms >= 0) {
+      if (Status st = WaitReady(fd, POLLIN, timeout_ms, "read"); !st.ok()) return st;
     } else if (errno != EINTR && errno != EAGAIN) {
       return Errno("read");
     }

@@ -36,6 +36,10 @@ Result<Address> ParseAddress(std::string_view text);
 // expected to answer avoids it.
 Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0);
 
+// Polls `fd` without sleeping for up to `spin_us` microseconds; true as soon as
+// a read would not block (data, end of stream or an error).
+bool SpinReadable(int fd, int spin_us);
+
 // Writes all `n` bytes (MSG_NOSIGNAL); same timeout rule as ReadFull.
 Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms);
 

@@ -3,7 +3,13 @@
 // for the REST contract's memcache_bandwidth_* and memcache_metric_stale series.
 //
 // A rank's view is the latest report of any client of that rank. It is stale
-// when no report came for `stale_after_ms`, and forgotten after `forget_after_ms`.
+// when no report came for `stale_after_ms`, and it is dropped as soon as no live
+// session has reported it (EndSession of the last one), so the series of a
+// client that went away disappear with it.
+//
+// Bounded: at most `max_ranks` ranks are tracked at once; a report for a new
+// rank beyond that is refused (NO_SPACE) and counted, and what is tracked is
+// left as it is. Values must be finite and not negative (INVALID_ARGUMENT).
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef TIERKV_SERVER_CLIENT_METRICS_H_
@@ -13,9 +19,12 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "protocol/messages.h"
+#include "tierkv/status.h"
 
 namespace tierkv {
 
@@ -26,24 +35,39 @@ struct RankMetricView {
   std::array<bool, 3> present{};
 };
 
+struct ClientMetricsStats {
+  uint64_t ranks = 0;             // tracked now
+  uint64_t refused_reports = 0;   // over max_ranks
+  uint64_t rejected_reports = 0;  // non-finite or negative values
+};
+
 class ClientMetrics {
  public:
-  explicit ClientMetrics(int64_t stale_after_ms = 10000, int64_t forget_after_ms = 300000)
-      : stale_after_ms_(stale_after_ms), forget_after_ms_(forget_after_ms) {}
+  explicit ClientMetrics(size_t max_ranks = 1024, int64_t stale_after_ms = 10000)
+      : max_ranks_(max_ranks), stale_after_ms_(stale_after_ms) {}
 
-  void Report(const proto::ReportMetricsRequest& report, int64_t now_ms);
-  // Views by rank (ascending), dropping forgotten ones.
-  std::vector<RankMetricView> Snapshot(int64_t now_ms);
+  // Records `report` made by `session`. Errors: INVALID_ARGUMENT (a value is
+  // NaN, infinite or negative), NO_SPACE (a new rank while max_ranks are tracked).
+  Status Report(uint64_t session, const proto::ReportMetricsRequest& report, int64_t now_ms);
+  // The session is gone: ranks no other live session reported are dropped.
+  void EndSession(uint64_t session);
+  // Views by rank (ascending).
+  std::vector<RankMetricView> Snapshot(int64_t now_ms) const;
+  ClientMetricsStats Stats() const;
 
  private:
   struct Entry {
     RankMetricView view;
     int64_t last_ms = 0;
+    std::set<uint64_t> sessions;  // live sessions that reported this rank
   };
+  const size_t max_ranks_;
   const int64_t stale_after_ms_;
-  const int64_t forget_after_ms_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<uint32_t, Entry> ranks_;
+  std::unordered_map<uint64_t, std::set<uint32_t>> by_session_;
+  uint64_t refused_ = 0;
+  uint64_t rejected_ = 0;
 };
 
 }  // namespace tierkv

@@ -1,16 +1,21 @@
 #include "server/server.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "protocol/frame.h"
@@ -26,7 +31,8 @@ Status IoError(const std::string& what) {
 
 }  // namespace
 
-Server::Server(const ServerOptions& options, Store* store) : options_(options), store_(store) {}
+Server::Server(const ServerOptions& options, Store* store)
+    : options_(options), store_(store), client_metrics_(options.max_metric_ranks) {}
 
 Server::~Server() { Stop(); }
 
@@ -94,76 +100,264 @@ Status Server::ListenTcp() {
   return Status::Ok();
 }
 
+namespace {
+
+// epoll tags of the descriptors that are not connections (connection ids are small).
+constexpr uint64_t kTagWake = ~0ull;
+constexpr uint64_t kTagUds = ~0ull - 1;
+constexpr uint64_t kTagTcp = ~0ull - 2;
+constexpr auto kWorkerIdle = std::chrono::seconds(5);  // an idle worker ends after this
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Room for max_open_connections descriptors: lift the soft limit to the hard one.
+void RaiseFileLimit(uint64_t wanted) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= wanted) return;
+  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, wanted);
+  (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+}  // namespace
+
+// One open connection. Destroying it ends the session (its grants and leases
+// are cleaned up), then the peer sees end-of-stream and the descriptor closes.
+struct Server::Conn {
+  uint64_t id = 0;
+  int fd = -1;
+  std::unique_ptr<Session> session;
+  bool working = false;   // owned by a worker (or queued for one)
+  int64_t parked_ns = 0;  // when it was last parked: idle order for shedding
+  ~Conn() {
+    session.reset();
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+  }
+};
+
 Status Server::Start() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return IoError("eventfd");
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return IoError("epoll_create1");
   if (!options_.uds_path.empty()) {
     if (Status st = ListenUnix(); !st.ok()) return st;
   }
   if (!options_.tcp_listen.empty()) {
     if (Status st = ListenTcp(); !st.ok()) return st;
   }
-  if (uds_fd_ >= 0) acceptors_.emplace_back([this] { AcceptLoop(uds_fd_, true); });
-  if (tcp_fd_ >= 0) acceptors_.emplace_back([this] { AcceptLoop(tcp_fd_, false); });
+  RaiseFileLimit(options_.max_open_connections + 4096ull);
+  auto add = [this](int fd, uint64_t tag) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+  };
+  if (!add(wake_fd_, kTagWake)) return IoError("epoll_ctl");
+  if (uds_fd_ >= 0 && !add(uds_fd_, kTagUds)) return IoError("epoll_ctl");
+  if (tcp_fd_ >= 0 && !add(tcp_fd_, kTagTcp)) return IoError("epoll_ctl");
+  poller_ = std::thread([this] { PollLoop(); });
   return Status::Ok();
 }
 
-void Server::AcceptLoop(int listen_fd, bool unix_socket) {
-  pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  while (!stopping_.load()) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
+void Server::PollLoop() {
+  epoll_event events[256];
+  for (;;) {
+    int timeout_ms = -1;
+    {
+      std::lock_guard<std::mutex> lock(conns_mu_);
+      if (!handshakes_.empty()) {
+        const int64_t wait = handshakes_.front().first - NowNs();
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(wait / 1'000'000 + 1, 1, 1000));
+      }
     }
-    if (fds[1].revents != 0 || stopping_.load()) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
+    const int n = epoll_wait(epoll_fd_, events, std::size(events), timeout_ms);
+    if (n < 0 && errno != EINTR) return;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kTagWake) return;  // Stop
+      if (tag == kTagUds || tag == kTagTcp) {
+        Accept(tag == kTagUds ? uds_fd_ : tcp_fd_, tag == kTagUds);
+        continue;
+      }
+      Conn* conn = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(conns_mu_);
+        auto it = conns_.find(tag);
+        if (it == conns_.end() || it->second->working) continue;
+        conn = it->second.get();
+        conn->working = true;
+        ++working_;
+      }
+      Ready(conn);
+    }
+    CloseExpiredHandshakes(NowNs());
+  }
+}
+
+void Server::Accept(int listen_fd, bool unix_socket) {
+  for (;;) {
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) return;  // EAGAIN: no more waiting; other errors: try on the next wake-up
     if (!unix_socket) {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    ReapFinished();
-    if (conns_.size() >= options_.max_connections) {
-      connections_refused_.fetch_add(1, std::memory_order_relaxed);
-      const std::string frame = proto::FatalFrame(
-          Status(Code::kUnavailable, "too many connections (max-connections=" +
-                                         std::to_string(options_.max_connections) + ")"));
-      (void)proto::WriteFull(fd, frame.data(), frame.size(), 100);
-      close(fd);
-      continue;
-    }
-    connections_total_.fetch_add(1, std::memory_order_relaxed);
-    auto conn = std::make_unique<Conn>();
-    conn->fd = fd;
-    conn->unix_socket = unix_socket;
-    Conn* raw = conn.get();
-    const uint64_t id = next_session_.fetch_add(1);
-    raw->thread = std::thread([this, raw, id] {
-      {
-        Session session(this, store_, raw->fd, raw->unix_socket, id);
-        session.Run();
+    std::unique_ptr<Conn> victim;
+    {
+      std::lock_guard<std::mutex> lock(conns_mu_);
+      if (conns_.size() >= options_.max_open_connections && !ShedOneLocked(&victim)) {
+        connections_refused_.fetch_add(1, std::memory_order_relaxed);
+        const std::string frame = proto::FatalFrame(
+            Status(Code::kUnavailable, "too many connections (max-open-connections=" +
+                                           std::to_string(options_.max_open_connections) +
+                                           ", all of them working)"));
+        (void)proto::WriteFull(fd, frame.data(), frame.size(), 100);
+        close(fd);
+        continue;
       }
-      // The peer sees end-of-stream now; the descriptor itself is closed by the
-      // acceptor (ReapFinished) or Stop, which own it.
-      shutdown(raw->fd, SHUT_RDWR);
-      raw->done.store(true);
-    });
-    conns_.push_back(std::move(conn));
+      connections_total_.fetch_add(1, std::memory_order_relaxed);
+      auto conn = std::make_unique<Conn>();
+      conn->id = next_session_.fetch_add(1);
+      conn->fd = fd;
+      const int64_t now = NowNs();
+      const int64_t deadline = now + int64_t{options_.handshake_timeout_ms} * 1'000'000;
+      conn->session = std::make_unique<Session>(this, store_, fd, unix_socket, conn->id, deadline);
+      conn->parked_ns = now;
+      handshakes_.emplace_back(deadline, conn->id);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+      ev.data.u64 = conn->id;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+      conns_.emplace(conn->id, std::move(conn));
+    }
+    victim.reset();  // a shed session ends (its grants cleaned up) outside the lock
   }
 }
 
-void Server::ReapFinished() {
-  for (auto it = conns_.begin(); it != conns_.end();) {
-    if ((*it)->done.load()) {
-      (*it)->thread.join();
-      close((*it)->fd);
-      it = conns_.erase(it);
-    } else {
-      ++it;
+bool Server::ShedOneLocked(std::unique_ptr<Conn>* victim) {
+  // The oldest connection still in its handshake, else the longest idle session.
+  Conn* pick = nullptr;
+  for (const auto& [deadline, id] : handshakes_) {
+    auto it = conns_.find(id);
+    if (it != conns_.end() && !it->second->working && !it->second->session->hello_done()) {
+      pick = it->second.get();
+      break;
     }
   }
+  if (pick == nullptr) {
+    for (const auto& [id, c] : conns_) {
+      if (!c->working && (pick == nullptr || c->parked_ns < pick->parked_ns)) pick = c.get();
+    }
+  }
+  if (pick == nullptr) return false;
+  connections_shed_.fetch_add(1, std::memory_order_relaxed);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pick->fd, nullptr);
+  auto it = conns_.find(pick->id);
+  *victim = std::move(it->second);
+  conns_.erase(it);
+  return true;
+}
+
+void Server::CloseExpiredHandshakes(int64_t now_ns) {
+  std::vector<std::unique_ptr<Conn>> expired;
+  {
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    while (!handshakes_.empty() && handshakes_.front().first <= now_ns) {
+      const uint64_t id = handshakes_.front().second;
+      handshakes_.pop_front();
+      auto it = conns_.find(id);
+      // A working session enforces the deadline itself.
+      if (it == conns_.end() || it->second->working || it->second->session->hello_done()) {
+        continue;
+      }
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second->fd, nullptr);
+      expired.push_back(std::move(it->second));
+      conns_.erase(it);
+      CountHandshakeTimeout();
+    }
+    if (conns_.empty()) drained_cv_.notify_all();
+  }
+  expired.clear();  // outside the lock
+}
+
+void Server::Ready(Conn* conn) {
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  ready_.push_back(conn);
+  backlog_.store(ready_.size(), std::memory_order_relaxed);
+  if (ready_.size() > idle_workers_ && workers_ < options_.max_connections) {
+    ++workers_;
+    std::thread([this] {
+      pthread_setname_np(pthread_self(), "tierkv-worker");
+      WorkerLoop();
+    }).detach();
+  } else {
+    ready_cv_.notify_one();
+  }
+}
+
+void Server::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(ready_mu_);
+  for (;;) {
+    if (ready_.empty()) {
+      ++idle_workers_;
+      const bool woke = ready_cv_.wait_for(lock, kWorkerIdle,
+                                           [this] { return !ready_.empty() || stopping_.load(); });
+      --idle_workers_;
+      if (ready_.empty() && (!woke || stopping_.load())) break;
+      if (ready_.empty()) continue;
+    }
+    Conn* conn = ready_.front();
+    ready_.pop_front();
+    backlog_.store(ready_.size(), std::memory_order_relaxed);
+    lock.unlock();
+    if (conn->session->Serve(options_.idle_park_ms)) {
+      Park(conn);
+    } else {
+      Close(conn);
+    }
+    lock.lock();
+  }
+  // Nothing of `this` is touched after the count drops: Stop may return then.
+  --workers_;
+  workers_done_cv_.notify_all();
+}
+
+void Server::Park(Conn* conn) {
+  {
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    if (!stopping_.load()) {
+      conn->working = false;
+      --working_;
+      conn->parked_ns = NowNs();
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+      ev.data.u64 = conn->id;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn->fd, &ev);
+      return;
+    }
+  }
+  Close(conn);  // stopping: end it instead
+}
+
+void Server::Close(Conn* conn) {
+  std::unique_ptr<Conn> owned;
+  {
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    if (conn->working) --working_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, conn->fd, nullptr);
+    auto it = conns_.find(conn->id);
+    owned = std::move(it->second);
+    conns_.erase(it);
+  }
+  owned.reset();
+  std::lock_guard<std::mutex> lock(conns_mu_);
+  if (conns_.empty()) drained_cv_.notify_all();
 }
 
 void Server::Stop() {
@@ -174,8 +368,7 @@ void Server::Stop() {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }
-  for (auto& t : acceptors_) t.join();
-  acceptors_.clear();
+  if (poller_.joinable()) poller_.join();
   if (uds_fd_ >= 0) {
     close(uds_fd_);
     unlink(options_.uds_path.c_str());
@@ -185,20 +378,34 @@ void Server::Stop() {
     close(tcp_fd_);
     tcp_fd_ = -1;
   }
-  // Each session finishes the request it is executing, then sees end-of-stream.
-  std::list<std::unique_ptr<Conn>> conns;
+  // Parked connections end now; working ones finish their request, then see
+  // end-of-stream.
+  std::vector<std::unique_ptr<Conn>> parked;
   {
-    std::lock_guard<std::mutex> lock(conns_mu_);
-    for (auto& c : conns_) shutdown(c->fd, SHUT_RD);
-    conns.swap(conns_);
+    std::unique_lock<std::mutex> lock(conns_mu_);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (it->second->working) {
+        shutdown(it->second->fd, SHUT_RD);
+        ++it;
+      } else {
+        parked.push_back(std::move(it->second));
+        it = conns_.erase(it);
+      }
+    }
   }
-  for (auto& c : conns) {
-    c->thread.join();
-    close(c->fd);
+  parked.clear();
+  {
+    std::unique_lock<std::mutex> lock(conns_mu_);
+    drained_cv_.wait(lock, [this] { return conns_.empty(); });
   }
-  if (wake_fd_ >= 0) {
-    close(wake_fd_);
-    wake_fd_ = -1;
+  {
+    std::unique_lock<std::mutex> lock(ready_mu_);
+    ready_cv_.notify_all();
+    workers_done_cv_.wait(lock, [this] { return workers_ == 0; });
+  }
+  for (int* fd : {&epoll_fd_, &wake_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
   }
 }
 
@@ -218,10 +425,17 @@ ServerStats Server::Stats() const {
   ServerStats s;
   {
     std::lock_guard<std::mutex> lock(conns_mu_);
-    for (const auto& c : conns_) s.connections_current += c->done.load() ? 0 : 1;
+    s.connections_current = conns_.size();
+    s.connections_working = working_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    s.worker_threads = workers_;
   }
   s.connections_total = connections_total_.load(std::memory_order_relaxed);
   s.connections_refused = connections_refused_.load(std::memory_order_relaxed);
+  s.connections_shed = connections_shed_.load(std::memory_order_relaxed);
+  s.handshake_timeouts = handshake_timeouts_.load(std::memory_order_relaxed);
   s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
   s.requests = requests_.load(std::memory_order_relaxed);
   return s;

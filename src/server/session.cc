@@ -1,9 +1,11 @@
 #include "server/session.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -18,8 +20,13 @@ using proto::Opcode;
 using proto::Reader;
 using proto::Writer;
 
-Session::Session(Server* server, Store* store, int fd, bool unix_socket, uint64_t id)
-    : server_(server), store_(store), fd_(fd), unix_socket_(unix_socket) {
+Session::Session(Server* server, Store* store, int fd, bool unix_socket, uint64_t id,
+                 int64_t handshake_deadline_ns)
+    : server_(server),
+      store_(store),
+      fd_(fd),
+      unix_socket_(unix_socket),
+      handshake_deadline_ns_(handshake_deadline_ns) {
   caller_.session = id;
   caller_.rank = 0;
 }
@@ -28,17 +35,73 @@ Session::~Session() {
   for (uint64_t id : allocs_) (void)store_->Abort(caller_, id);
   for (uint64_t id : leases_) (void)store_->Release(caller_, id);
   store_->EndSession(caller_.session);
+  server_->client_metrics().EndSession(caller_.session);
+}
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits up to `ms` (< 0: forever) for `fd` to become readable (or to end).
+bool WaitReadable(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  for (;;) {
+    const int rc = poll(&p, 1, ms);
+    if (rc >= 0) return rc > 0;
+    if (errno != EINTR) return true;  // let the read report the error
+  }
+}
+
+}  // namespace
+
+bool Session::WaitForRequest(int ms) {
+  // In slices, so that a connection waiting for a worker while all are busy
+  // makes an idle one give its worker up at once.
+  constexpr int kSliceMs = 5;
+  for (int waited = 0; ms < 0 || waited < ms; waited += kSliceMs) {
+    const int slice = ms < 0 ? kSliceMs : std::min(kSliceMs, ms - waited);
+    if (WaitReadable(fd_, slice)) return true;
+    if (hello_done_ && server_->Saturated()) return false;
+  }
+  return false;
 }
 
 void Session::Run() {
+  while (Serve(-1)) {
+  }
+}
+
+bool Session::Serve(int park_ms) {
   const ServerOptions& opt = server_->options();
   for (;;) {
-    uint8_t hdr[proto::kHeaderSize];
+    // Before HELLO every wait is bounded by the handshake deadline.
+    int io_timeout = opt.io_timeout_ms;
+    int wait_ms = park_ms;
+    if (!hello_done_) {
+      const int64_t left_ms = (handshake_deadline_ns_ - NowNs()) / 1'000'000;
+      if (left_ms <= 0) {
+        server_->CountHandshakeTimeout();
+        return false;
+      }
+      io_timeout = static_cast<int>(std::min<int64_t>(io_timeout, left_ms));
+      wait_ms = wait_ms < 0 ? io_timeout : std::min(wait_ms, io_timeout);
+    }
     // Adaptive spin: a client in a tight loop (its gaps between requests are
-    // shorter than --spin-us) is polled for that long; an idle one is not.
+    // shorter than --spin-us) is polled for that long; an idle one is not. Then
+    // the wait for the next request is a sleep of at most `wait_ms`; past it the
+    // connection is parked (its worker goes back to the pool).
     const int spin = gap_ewma_us_ < opt.spin_us ? std::min(opt.spin_us, 2 * gap_ewma_us_ + 20) : 0;
     const auto wait_start = std::chrono::steady_clock::now();
-    if (!proto::ReadFull(fd_, hdr, sizeof(hdr), -1, spin).ok()) return;  // closed or shut down
+    uint8_t hdr[proto::kHeaderSize];
+    if (!proto::SpinReadable(fd_, spin) && !WaitForRequest(wait_ms)) {
+      if (hello_done_) return true;  // idle: park
+      continue;                      // the handshake deadline is checked above
+    }
+    if (!proto::ReadFull(fd_, hdr, sizeof(hdr), io_timeout).ok()) return false;  // closed
     const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::steady_clock::now() - wait_start)
                          .count();
@@ -48,11 +111,16 @@ void Session::Run() {
     if (Status st = proto::CheckHeader(h, opt.max_frame_bytes); !st.ok()) {
       server_->CountProtocolError();
       SendFatal(st);
-      return;
+      return false;
+    }
+    if (!hello_done_ && h.opcode != static_cast<uint16_t>(Opcode::kHello)) {
+      server_->CountProtocolError();
+      SendFatal(Status(Code::kProtocolError, "the first request must be HELLO"));
+      return false;
     }
     body_.resize(h.body_len);
-    if (h.body_len > 0 && !proto::ReadFull(fd_, body_.data(), h.body_len, opt.io_timeout_ms).ok()) {
-      return;
+    if (h.body_len > 0 && !proto::ReadFull(fd_, body_.data(), h.body_len, io_timeout).ok()) {
+      return false;
     }
     server_->CountRequest();
     reply_.assign(proto::kHeaderSize, '\0');
@@ -63,7 +131,7 @@ void Session::Run() {
     } else {
       st = Dispatch(h, body_);
     }
-    if (!SendReply(h, st).ok()) return;
+    if (!SendReply(h, st).ok()) return false;
   }
 }
 
@@ -185,8 +253,8 @@ Status Session::DispatchOp(const proto::FrameHeader& h, std::string_view body) {
       Reader r(body);
       proto::ReportMetricsRequest req;
       if (Status st = req.Decode(r); !st.ok()) return st;
-      server_->client_metrics().Report(req, store_->clock()->NowUnixMillis());
-      return Status::Ok();
+      return server_->client_metrics().Report(caller_.session, req,
+                                              store_->clock()->NowUnixMillis());
     }
     case Opcode::kFatal:
       break;
@@ -199,6 +267,7 @@ Status Session::Hello(std::string_view body) {
   proto::HelloRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
   caller_.rank = req.rank;
+  hello_done_ = true;
   const ServerOptions& opt = server_->options();
   proto::HelloReply rep;
   rep.server_rank = opt.rank;

@@ -11,10 +11,15 @@
 // connection ends (for any reason) it aborts and releases them, so a client that
 // vanishes mid-put or mid-get leaks nothing.
 //
-// Thread-safety: a Session is driven by its connection's thread only.
+// The first request must be HELLO, answered before `handshake_deadline_ns`
+// (CLOCK_MONOTONIC); otherwise the connection ends.
+//
+// Thread-safety: a Session is driven by one thread at a time (the worker that
+// serves its connection now).
 #ifndef TIERKV_SERVER_SESSION_H_
 #define TIERKV_SERVER_SESSION_H_
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,11 +33,18 @@ namespace tierkv {
 
 class Session {
  public:
-  Session(Server* server, Store* store, int fd, bool unix_socket, uint64_t id);
+  Session(Server* server, Store* store, int fd, bool unix_socket, uint64_t id,
+          int64_t handshake_deadline_ns = INT64_MAX);
   ~Session();  // cleans up grants and leases
 
-  // Serves until the peer closes, the stream breaks or the read side is shut down.
+  // Serves requests while they come. Returns true when no request came for
+  // `park_ms` (< 0: never) after the handshake: the connection is idle and may
+  // be parked; false when it ended (peer closed, stream broken, read side shut
+  // down, handshake deadline passed).
+  bool Serve(int park_ms);
+  // Serve until the connection ends.
   void Run();
+  bool hello_done() const { return hello_done_; }
 
  private:
   // Handlers: decode `body`, execute, fill reply_ (body only); return the
@@ -59,6 +71,9 @@ class Session {
   // Get into reply_ (TCP): lease, copy, release. Writes the blob length + bytes.
   Status GetInline(std::string_view tenant, std::string_view key);
 
+  // Waits up to `ms` (< 0: forever) for the next request; false when none came
+  // or the server needs this worker for a waiting connection.
+  bool WaitForRequest(int ms);
   Status SendReply(const proto::FrameHeader& request, const Status& status);
   void SendFatal(const Status& status);
   Status RequireShm(std::string_view op) const;
@@ -67,6 +82,8 @@ class Session {
   Store* const store_;
   const int fd_;
   const bool unix_socket_;
+  const int64_t handshake_deadline_ns_;
+  bool hello_done_ = false;
   Caller caller_;
   std::string body_;   // request body buffer, reused
   std::string reply_;  // reply frame buffer, reused

@@ -87,6 +87,22 @@ Status Store::ValidateKey(std::string_view key) const {
   return Status::Ok();
 }
 
+Status Store::ValidatePut(std::string_view key, uint64_t size, const PutOptions& options) const {
+  if (Status st = ValidateKey(key); !st.ok()) return st;
+  if (size == 0) return InvalidArgument("size must be at least 1 byte");
+  if (size > options_.max_object_bytes) {
+    return Status(Code::kTooLarge, "value is " + std::to_string(size) +
+                                       " bytes; the limit (max-object-bytes) is " +
+                                       std::to_string(options_.max_object_bytes));
+  }
+  if (options.group_id.size() > options_.max_group_bytes) {
+    return Status(Code::kTooLarge, "group_id is " + std::to_string(options.group_id.size()) +
+                                       " bytes; the limit (max-group-bytes) is " +
+                                       std::to_string(options_.max_group_bytes));
+  }
+  return Status::Ok();
+}
+
 uint32_t Store::ShardIndex(std::string_view composite) const {
   return static_cast<uint32_t>(XXH3_64bits(composite.data(), composite.size()) &
                                (options_.shards - 1));
@@ -272,14 +288,8 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
     return r;
   };
   Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidateKey(ref.key);
+  if (st.ok()) st = ValidatePut(ref.key, size, options);
   if (!st.ok()) return finish(st);
-  if (size == 0) return finish(InvalidArgument("size must be at least 1 byte"));
-  if (size > options_.max_object_bytes) {
-    return finish(Status(Code::kTooLarge, "value is " + std::to_string(size) +
-                                              " bytes; the limit (max-object-bytes) is " +
-                                              std::to_string(options_.max_object_bytes)));
-  }
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
   {

@@ -74,6 +74,7 @@ struct StoreOptions {
   double low_watermark = 0.8;          // ... and stops at this one
   uint32_t max_key_bytes = 1024;
   uint64_t max_object_bytes = 256ull << 20;
+  uint32_t max_group_bytes = 256;        // longest group_id accepted
   int64_t maintenance_interval_ms = 20;  // reaper / evictor period
   // SSD tier (only with AttachSsd).
   double ssd_high_watermark = 0.9;
@@ -204,7 +205,8 @@ class Store {
   // Errors: INVALID_ARGUMENT (empty key, bad tenant, size 0), TOO_LARGE (key or
   // size over the limits), DUPLICATED (readable and !upsert, or another put of the
   // key in flight), RETRY (upsert while another put of the key is in flight),
-  // NO_SPACE (nothing more can be evicted, or larger than the pool).
+  // NO_SPACE (nothing more can be evicted, or larger than the pool). A group_id
+  // over max_group_bytes is TOO_LARGE.
   // Counted as `alloc`.
   Result<AllocGrant> Alloc(const Caller& caller, const ObjectRef& ref, uint64_t size,
                            const PutOptions& options);
@@ -305,6 +307,8 @@ class Store {
   // Validation shared with the protocol edge. INVALID_ARGUMENT / TOO_LARGE.
   Status ValidateTenant(std::string_view tenant) const;
   Status ValidateKey(std::string_view key) const;
+  // Key, size and group_id of a put. INVALID_ARGUMENT / TOO_LARGE.
+  Status ValidatePut(std::string_view key, uint64_t size, const PutOptions& options) const;
 
  private:
   struct Blob;

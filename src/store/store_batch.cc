@@ -66,13 +66,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
       out.emplace_back(tenant_status);
       continue;
     }
-    Status st = ValidateKey(item.key);
-    if (st.ok() && item.size == 0) st = InvalidArgument("size must be at least 1 byte");
-    if (st.ok() && item.size > options_.max_object_bytes) {
-      st = Status(Code::kTooLarge, "value is " + std::to_string(item.size) +
-                                       " bytes; the limit (max-object-bytes) is " +
-                                       std::to_string(options_.max_object_bytes));
-    }
+    Status st = ValidatePut(item.key, item.size, item.options);
     if (!st.ok()) {
       out.emplace_back(st);
       continue;
