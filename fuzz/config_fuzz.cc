@@ -10,7 +10,12 @@
 #include "manager/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/tierkv-config-fuzz-" + std::to_string(getpid()) + ".toml";
+  // The input goes through a real file, removed when the fuzzer exits.
+  static const struct TempFile {
+    std::string path = "/tmp/tierkv-config-fuzz-" + std::to_string(getpid()) + ".toml";
+    ~TempFile() { unlink(path.c_str()); }
+  } file;
+  const std::string& path = file.path;
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   std::fwrite(data, 1, size, f);

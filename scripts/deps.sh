@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libhiredis-dev
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
   liburing-dev libcpp-httplib-dev nlohmann-json3-dev libssl-dev python3-requests prometheus wrk openssl
-  redis-server redis-tools
+  redis-server redis-tools e2fsprogs
   python3 python3-dev pybind11-dev python3-pytest python3-numpy
 )
 

@@ -119,6 +119,45 @@ TEST_F(BadInputTest, KeyAndValueLimitsGiveClearErrors) {
   ExpectHealthy();
 }
 
+TEST_F(BadInputTest, LongGroupIdsAreTooLargeAtPutTime) {
+  for (const std::string& address : {manager_->uds(), manager_->tcp()}) {
+    auto c = Client::Connect(address);
+    ASSERT_TRUE(c.ok());
+    const std::string group(100000, 'g');
+    Status st = (*c)->Put("grouped", "v", {.group_id = group});
+    EXPECT_EQ(st.code(), Code::kTooLarge) << address;
+    EXPECT_NE(st.message().find("max-group-bytes"), std::string::npos);
+    PutItem item{"grouped", "v", 1, group};
+    EXPECT_EQ((*c)->BatchPut(std::span(&item, 1))[0].code(), Code::kTooLarge);
+    EXPECT_EQ((*c)->Exist("grouped").code(), Code::kNotFound);
+    EXPECT_TRUE((*c)->Put("grouped", "v", {.group_id = std::string(256, 'g')}).ok());
+    ASSERT_TRUE((*c)->Remove("grouped").ok());
+  }
+  ExpectHealthy();
+}
+
+TEST_F(BadInputTest, UnknownPutFlagBitsAreRefused) {
+  RawConn c(manager_->tcp());
+  std::string body;
+  proto::Writer w(&body);
+  proto::PutRequest{"default", "flagged", "", /*flags=*/0x82, "v"}.Encode(w);
+  RawReply r = c.Call(Opcode::kPut, body);
+  EXPECT_EQ(r.code(), Code::kInvalidArgument);
+  EXPECT_NE(r.message().find("unknown flag bits 0x82"), std::string::npos) << r.message();
+  std::string batch;
+  proto::Writer bw(&batch);
+  bw.Str("default");
+  bw.U32(1);
+  bw.Str("flagged");
+  bw.Str("");
+  bw.U8(0x04);
+  bw.Str("v");
+  EXPECT_EQ(c.Call(Opcode::kBatchPut, batch, 2).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.Call(Opcode::kExist, testing::KeyBody("default", "flagged"), 3).code(),
+            Code::kNotFound);
+  ExpectHealthy();
+}
+
 TEST_F(BadInputTest, AllocAndLeaseAreRefusedOverTcp) {
   RawConn c(manager_->tcp());
   std::string body;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,10 +111,16 @@ TEST(Fault, ClientThatNeverReadsItsRepliesHurtsOnlyItself) {
       proto::EncodeHeader(h, hdr);
       frame.append(reinterpret_cast<char*>(hdr), sizeof(hdr));
       frame += key;
-      if (!proto::WriteFull(slow.fd(), frame.data(), frame.size(), 2000).ok()) return;
+      if (!proto::WriteFull(slow.fd(), frame.data(), frame.size(), 5000).ok()) return;
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The flood is in flight once the replies the client never reads pile up in
+  // its socket: the manager is then blocked writing the rest.
+  auto unread = [&] {
+    int n = 0;
+    return ioctl(slow.fd(), FIONREAD, &n) == 0 ? n : 0;
+  };
+  EXPECT_TRUE(testing::WaitFor([&] { return unread() >= 64 * 1024; }));
   // Everyone else is served meanwhile.
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE((*c)->Put("k" + std::to_string(i), Pattern(i, 64 * 1024)).ok());
@@ -121,6 +128,8 @@ TEST(Fault, ClientThatNeverReadsItsRepliesHurtsOnlyItself) {
     ASSERT_TRUE(v.ok() && *v == Pattern(i, 64 * 1024));
   }
   EXPECT_LT(testing::ProcessRssBytes(m.pid()), rss_before + 64 * kMiB);  // nothing piles up
+  // ... while the flood was still stuck on its first replies.
+  EXPECT_GE(unread(), 64 * 1024);
   shutdown(slow.fd(), SHUT_RDWR);
   flood.join();
   EXPECT_TRUE((*c)->Get("big").ok());
@@ -217,10 +226,8 @@ TEST(Fault, ReadOnlySsdFileKeepsDramServingAndSsdReadable) {
     for (int i = 0; i < 20; ++i)
       ASSERT_TRUE((*c)->Put("a" + std::to_string(i), Pattern(i, kMiB)).ok());
     Immutable ro(dir + "/ssd/tierkv-ssd.dat");
-    if (!ro.ok()) {
-      std::filesystem::remove_all(dir);
-      GTEST_SKIP() << "chattr +i is not available here";
-    }
+    if (!ro.ok()) std::filesystem::remove_all(dir);
+    ASSERT_TRUE(ro.ok()) << "chattr +i (e2fsprogs) failed on " << dir;
     // New demotions fail; puts go on (their victims are dropped), old SSD
     // objects still read back, errors are counted.
     for (int i = 0; i < 20; ++i) {

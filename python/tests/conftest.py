@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -72,6 +73,7 @@ class Manager:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -80,6 +82,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def scratch():
+    """A temp directory removed after the test (pytest's tmp_path keeps the last runs')."""
+    path = Path(tempfile.mkdtemp(prefix="tierkv-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -25,18 +25,8 @@ class Subscriber:
         self.sock.setsockopt(zmq.SUBSCRIBE, b"")
         self.sock.setsockopt(zmq.RCVTIMEO, 5000)
         self.sock.setsockopt(zmq.RECONNECT_IVL, 20)
-        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self.sock.connect(endpoint)
         self.messages: list[tuple[int, list]] = []
-
-    def wait_connected(self, timeout_s: float = 10) -> None:
-        """Blocks until the (re)connection to the publisher completed its handshake,
-        plus a moment for the subscription to reach the publisher."""
-        from zmq.utils.monitor import recv_monitor_message
-        self.monitor.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
-        evt = recv_monitor_message(self.monitor)
-        assert evt["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED
-        time.sleep(0.5)
 
     def recv(self) -> tuple[int, list]:
         frames = self.sock.recv_multipart()
@@ -55,8 +45,6 @@ class Subscriber:
         return out
 
     def close(self):
-        self.sock.disable_monitor()
-        self.monitor.close()
         self.sock.close()
 
 
@@ -165,23 +153,47 @@ def test_sequence_is_gap_free_and_messages_hold_at_most_64(stream):
     assert all(len(evs) <= 64 for _, evs in sub.messages)
 
 
-def test_first_message_has_sequence_one_and_restart_resets_it():
-    m, endpoint = start_manager()
-    sub = Subscriber(endpoint)
+def replay_from(replay_ep: str, first: int, want: int) -> list[tuple[int, list]]:
+    """REPLAY from `first` until `want` messages came back (the publisher thread
+    may still be sending what was just announced)."""
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.setsockopt(zmq.RCVTIMEO, 5000)
+    dealer.connect(replay_ep)
     try:
-        # Connect before anything is published; the first event then arrives as sequence 1.
-        sub.wait_connected()
+        for _ in range(500):
+            dealer.send_multipart([b"REPLAY", struct.pack(">Q", first)])
+            frames, got = dealer.recv_multipart(), []
+            while frames[0] == b"MSG":
+                got.append((struct.unpack(">Q", frames[1])[0],
+                            msgpack.unpackb(frames[2], raw=False)[1]))
+                frames = dealer.recv_multipart()
+            assert frames[0] == b"END"
+            if len(got) >= want:
+                return got
+        raise AssertionError(f"fewer than {want} messages to replay")
+    finally:
+        dealer.close()
+
+
+def test_first_message_has_sequence_one_and_restart_resets_it():
+    replay_ep = f"tcp://127.0.0.1:{free_port()}"
+    m, endpoint = start_manager("--kv-events-replay-endpoint", replay_ep)
+    sub = None
+    try:
+        # What the publisher sent, in order, from its first message on.
         c = tierkv.Client(m.uds)
         c.put("first", b"v")
-        seq, ev = sub.recv()
-        assert seq == 1 and ev[0]["object_key"] == "first"
         c.put("second", b"v")
-        assert sub.recv()[0] == 2
+        got = replay_from(replay_ep, 1, 2)
+        assert [seq for seq, _ in got[:2]] == [1, 2]
+        assert got[0][1][0]["object_key"] == "first"
+        assert got[1][1][0]["object_key"] == "second"
         assert m.stop() == 0
         m.start()
-        # The subscriber reconnects by itself; ZMQ may lose what is published
-        # while it rejoins, so write until something arrives. The new process
-        # counts from 1 again: the sequence moves backwards.
+        sub = Subscriber(endpoint)
+        # ZMQ drops what is
+        # published before its subscription arrives, so write until something
+        # arrives. The new process counts from 1 again: the sequence moves backwards.
         sub.sock.setsockopt(zmq.RCVTIMEO, 100)
         for attempt in range(1, 100):
             c.upsert("after-restart", b"v")
@@ -194,7 +206,8 @@ def test_first_message_has_sequence_one_and_restart_resets_it():
         assert ev[0]["object_key"] == "after-restart"
         c.close()
     finally:
-        sub.close()
+        if sub is not None:
+            sub.close()
         m.close()
 
 
@@ -204,11 +217,20 @@ def test_without_legacy_compat_and_without_object_keys():
     sub = Subscriber(endpoint)
     c = tierkv.Client(m.uds)
     try:
-        sub.wait_connected()
-        c.put("a", b"1")
-        c.remove_all()
-        seq, ev = sub.recv()  # only the cleared event flows
-        assert [e["event_type"] for e in ev] == ["cleared"]
+        # Put and clear until the subscription has arrived: whatever message comes
+        # first holds only cleared events (stored and removed ones never flow).
+        sub.sock.setsockopt(zmq.RCVTIMEO, 100)
+        for _ in range(100):
+            c.put("a", b"1")
+            c.remove_all()
+            try:
+                seq, ev = sub.recv()
+                break
+            except zmq.Again:
+                continue
+        else:
+            raise AssertionError("no event arrived")
+        assert ev and all(e["event_type"] == "cleared" for e in ev)
         assert "type" not in ev[0]
     finally:
         c.close()
@@ -304,22 +326,34 @@ def test_replay_and_snapshot():
 
 
 def test_cli_prints_events():
+    import select
     m, endpoint = start_manager()
+    proc = subprocess.Popen([str(BUILD / "tierkv"), "events", "--endpoint", endpoint, "--json",
+                             "--seconds", "30", "--stats-every", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    c = tierkv.Client(m.uds)
     try:
-        proc = subprocess.Popen([str(BUILD / "tierkv"), "events", "--endpoint", endpoint, "--json",
-                                 "--count", "2", "--seconds", "20", "--stats-every", "0"],
-                                stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
-        c = tierkv.Client(m.uds)
+        # Probe until the CLI prints something: its subscription has arrived.
+        for _ in range(200):
+            c.upsert("__probe__", b"x", tenant="__probe__")
+            if select.select([proc.stdout], [], [], 0.05)[0]:
+                break
+        else:
+            raise AssertionError("the CLI never printed an event")
         c.put("a", b"1")
         c.remove("a")
-        out, _ = proc.communicate(timeout=30)
-        lines = out.strip().splitlines()
-        assert len(lines) == 2
-        assert '"event_type":"stored"' in lines[0] and '"object_key":"a"' in lines[0]
+        lines = []
+        while len(lines) < 2:
+            line = proc.stdout.readline()
+            assert line, "the CLI stopped early"
+            if '"object_key":"a"' in line:
+                lines.append(line)
+        assert '"event_type":"stored"' in lines[0]
         assert '"event_type":"removed"' in lines[1]
-        c.close()
     finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        c.close()
         m.close()
 
 
@@ -366,10 +400,10 @@ def _load_reference_subscriber():
     return mod
 
 
-def test_demotion_and_rewarm_publish_media_events(tmp_path):
+def test_demotion_and_rewarm_publish_media_events(scratch):
     import json
     import urllib.request
-    m, endpoint = start_manager("--dram-size", "8MiB", "--ssd-dir", str(tmp_path / "ssd"),
+    m, endpoint = start_manager("--dram-size", "8MiB", "--ssd-dir", str(scratch / "ssd"),
                                 "--ssd-size", "64MiB")
     sub = Subscriber(endpoint)
     c = tierkv.Client(m.uds)
@@ -424,16 +458,17 @@ def test_demotion_and_rewarm_publish_media_events(tmp_path):
         m.close()
 
 
-def test_snapshot_after_restart_lists_recovered_objects_on_disk(tmp_path):
+def test_snapshot_after_restart_lists_recovered_objects_on_disk(scratch):
     replay_ep = f"tcp://127.0.0.1:{free_port()}"
-    args = ("--dram-size", "8MiB", "--ssd-dir", str(tmp_path / "ssd"), "--ssd-size", "64MiB",
+    args = ("--dram-size", "8MiB", "--ssd-dir", str(scratch / "ssd"), "--ssd-size", "64MiB",
             "--kv-events-replay-endpoint", replay_ep, "--kv-events-snapshot-on-join", "true")
     m, _ = start_manager(*args)
     c = tierkv.Client(m.uds)
     for i in range(16):
         c.put(f"k{i}", bytes([i]) * (1 << 20))
     c.close()
-    m.stop(signal.SIGTERM)
+    assert m.stop(signal.SIGTERM) == 0
+    m.close()
     m2, _ = start_manager(*args)
     dealer = zmq.Context.instance().socket(zmq.DEALER)
     try:

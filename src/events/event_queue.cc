@@ -116,7 +116,8 @@ void EventQueue::Close() {
 
 QueueStats EventQueue::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return QueueStats{dropped_, dropped_stored_, dropped_high_, stored_.size() + priority_.size()};
+  return QueueStats{dropped_, dropped_stored_, dropped_high_, stored_.size() + priority_.size(),
+                    consumer_waiting_};
 }
 
 }  // namespace tierkv::events

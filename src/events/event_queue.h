@@ -33,6 +33,7 @@ struct QueueStats {
   uint64_t dropped_stored = 0;
   uint64_t dropped_high_priority = 0;  // removed / cleared
   uint64_t size = 0;
+  bool consumer_waiting = false;  // a PopBatch is asleep waiting for events now
 };
 
 class EventQueue {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <thread>
+
 namespace tierkv::events {
 namespace {
 
@@ -84,13 +87,20 @@ TEST(EventQueue, RemovalsOutliveTheSoftCapacityUntilTheHardLimit) {
 
 TEST(EventQueue, CloseWakesAWaitingConsumer) {
   EventQueue q(4, 8);
+  std::vector<Event> out;
+  size_t n = 1;
   std::thread t([&] {
-    std::vector<Event> out;
     uint64_t dropped;
-    q.PopBatch(&out, 64, 60000, &dropped);
+    // Without the wake-up this waits for about 24 days: the suite's timeout fails it.
+    n = q.PopBatch(&out, 64, std::numeric_limits<int>::max(), &dropped);
   });
+  // Close only once the consumer is really asleep in the wait.
+  while (!q.Stats().consumer_waiting) std::this_thread::yield();
   q.Close();
-  t.join();  // would hang for a minute without the wake-up
+  t.join();
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(out.empty());
+  EXPECT_FALSE(q.Stats().consumer_waiting);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include <msgpack.hpp>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -19,9 +21,15 @@ struct Message {
 
 class PublisherTest : public ::testing::Test {
  protected:
+  // The ipc endpoints are socket files under /tmp: remove them.
+  void TearDown() override {
+    pub_.reset();
+    for (const std::string& e : endpoints_) unlink(e.substr(strlen("ipc://")).c_str());
+  }
   void Make(size_t capacity, bool start = true) {
     endpoint_ =
         "ipc:///tmp/tierkv-pubtest-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
+    endpoints_.push_back(endpoint_);
     PublisherOptions o;
     o.endpoint = endpoint_;
     o.queue_capacity = capacity;
@@ -89,6 +97,7 @@ class PublisherTest : public ::testing::Test {
 
   static inline int counter_ = 0;
   std::string endpoint_;
+  std::vector<std::string> endpoints_;
   std::unique_ptr<KvEventPublisher> pub_;
   zmq::context_t ctx_;
   zmq::socket_t sub_{ctx_, zmq::socket_type::sub};
@@ -163,6 +172,7 @@ TEST_F(PublisherTest, OverflowLeavesAVisibleGapMatchingTheDropCounters) {
 
 TEST_F(PublisherTest, KeylessModeSkipsPerObjectEventsButNotCleared) {
   endpoint_ = "ipc:///tmp/tierkv-pubtest-keyless-" + std::to_string(getpid());
+  endpoints_.push_back(endpoint_);
   PublisherOptions o;
   o.endpoint = endpoint_;
   o.envelope.emit_object_key = false;
