@@ -146,6 +146,17 @@ constexpr Family kRepRefused{"tierkv_client_metric_reports_refused_total", "coun
                              "Client metric reports refused over max-metric-ranks"};
 constexpr Family kRepInvalid{"tierkv_client_metric_reports_invalid_total", "counter",
                              "Client metric reports refused for non-finite or negative values"};
+constexpr Family kHttpConns{"tierkv_http_connections", "gauge", "REST API connections open now"};
+constexpr Family kHttpAccepted{"tierkv_http_connections_accepted_total", "counter",
+                               "REST API connections accepted"};
+constexpr Family kHttpShed{"tierkv_http_connections_shed_total", "counter",
+                           "REST API connections closed to make room for a new one"};
+constexpr Family kHttpRefused{"tierkv_http_connections_refused_total", "counter",
+                              "REST API connections refused while every one was being served"};
+constexpr Family kHttpTimeouts{"tierkv_http_request_timeouts_total", "counter",
+                               "REST API requests or responses that missed the request timeout"};
+constexpr Family kHttpRequests{"tierkv_http_requests_total", "counter",
+                               "REST API requests read completely"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -389,6 +400,12 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.One(kRepRanks, s.client_reports.ranks);
   w.One(kRepRefused, s.client_reports.refused_reports);
   w.One(kRepInvalid, s.client_reports.rejected_reports);
+  w.One(kHttpConns, s.http.connections);
+  w.One(kHttpAccepted, s.http.accepted);
+  w.One(kHttpShed, s.http.shed);
+  w.One(kHttpRefused, s.http.refused);
+  w.One(kHttpTimeouts, s.http.request_timeouts);
+  w.One(kHttpRequests, s.http.requests);
   return w.Take();
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "events/publisher.h"
+#include "http/http_gate.h"
 #include "server/client_metrics.h"
 #include "server/server.h"
 #include "store/op_stats.h"
@@ -53,6 +54,7 @@ struct MetricsSnapshot {
   std::vector<RankMetricView> clients;
   ClientMetricsStats client_reports;
   ServerStats server;
+  HttpGateStats http;
 };
 
 // text/plain; version=0.0.4

@@ -8,6 +8,7 @@
 
 #include "common/tracer.h"
 #include "http/rest_body.h"
+#include "http/rest_router.h"
 #include "http/rest_server.h"
 
 namespace tierkv {

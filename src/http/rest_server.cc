@@ -1,8 +1,16 @@
 #include "http/rest_server.h"
 
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "http/http_gate.h"
+#include "http/rest_router.h"
 
 namespace tierkv {
 
@@ -47,6 +55,73 @@ Status ParseUrl(const std::string& url, std::string* scheme, std::string* host, 
   return Status::Ok();
 }
 
+// The request bytes the gate read, and the response built in memory.
+class ExchangeStream : public httplib::Stream {
+ public:
+  explicit ExchangeStream(HttpExchange& ex) : ex_(ex) {}
+  bool is_readable() const override { return pos_ < ex_.request.size(); }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    const size_t n = std::min(size, ex_.request.size() - pos_);
+    std::memcpy(ptr, ex_.request.data() + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    ex_.response.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = ex_.remote_ip;
+    port = ex_.remote_port;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = ex_.local_ip;
+    port = ex_.local_port;
+  }
+  socket_t socket() const override { return -1; }
+
+ private:
+  HttpExchange& ex_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+void RestServer::Router::Handle(HttpExchange& ex) {
+  ExchangeStream stream(ex);
+  bool closed = false;
+  // The gate already answered (or made unnecessary) any 100 Continue.
+  const bool ok = process_request(stream, ex.close, closed,
+                                  [](httplib::Request& req) { req.headers.erase("Expect"); });
+  ex.closed_by_handler = closed || !ok;
+}
+
+namespace {
+
+void FreeTls(SSL_CTX* ctx) { SSL_CTX_free(ctx); }
+
+// A server context from PEM files; with a CA, client certificates are required.
+Result<SSL_CTX*> MakeTls(const RestOptions& o) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return InvalidArgument("cannot create a TLS context");
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  bool ok = SSL_CTX_use_certificate_chain_file(ctx, o.tls_cert.c_str()) == 1 &&
+            SSL_CTX_use_PrivateKey_file(ctx, o.tls_key.c_str(), SSL_FILETYPE_PEM) == 1 &&
+            SSL_CTX_check_private_key(ctx) == 1;
+  if (ok && !o.tls_ca.empty()) {
+    ok = SSL_CTX_load_verify_locations(ctx, o.tls_ca.c_str(), nullptr) == 1;
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  }
+  ERR_clear_error();
+  if (!ok) {
+    SSL_CTX_free(ctx);
+    return InvalidArgument("cannot load the TLS certificate, key or CA (" + o.tls_cert + ", " +
+                           o.tls_key + ", " + o.tls_ca + ")");
+  }
+  return ctx;
+}
+
 }  // namespace
 
 RestServer::RestServer(RestOptions options, RestDeps deps)
@@ -56,43 +131,43 @@ RestServer::~RestServer() { Stop(); }
 
 Status RestServer::Start() {
   if (Status st = ParseUrl(options_.url, &scheme_, &host_, &port_); !st.ok()) return st;
+  HttpGateOptions g;
   if (options_.tls || scheme_ == "https") {
     if (options_.tls_cert.empty() || options_.tls_key.empty()) {
       return InvalidArgument(
           "TLS needs ock.mmc.metrics.tls.cert_path and ock.mmc.metrics.tls.key_path");
     }
-    auto ssl = std::make_unique<httplib::SSLServer>(
-        options_.tls_cert.c_str(), options_.tls_key.c_str(),
-        options_.tls_ca.empty() ? nullptr : options_.tls_ca.c_str());
-    if (!ssl->is_valid()) {
-      return InvalidArgument("cannot load the TLS certificate, key or CA (" + options_.tls_cert +
-                             ", " + options_.tls_key + ", " + options_.tls_ca + ")");
-    }
-    http_ = std::move(ssl);
+    Result<SSL_CTX*> ctx = MakeTls(options_);
+    if (!ctx.ok()) return ctx.status();
+    tls_ = std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)>(*ctx, FreeTls);
+    g.tls = tls_.get();
     scheme_ = "https";
-  } else {
-    http_ = std::make_unique<httplib::Server>();
   }
-  http_->set_tcp_nodelay(true);
+  http_ = std::make_unique<Router>();
   http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_read_timeout(10, 0);
-  http_->set_write_timeout(10, 0);
   Routes();
-  if (port_ == 0) {
-    port_ = http_->bind_to_any_port(host_);
-    if (port_ < 0) return Status(Code::kIoError, "--metrics-url " + options_.url + ": bind failed");
-  } else if (!http_->bind_to_port(host_, port_)) {
-    return Status(Code::kIoError,
-                  "--metrics-url " + options_.url + ": bind failed (address in use or not local)");
+  g.host = host_;
+  g.port = port_;
+  g.max_connections = options_.max_connections;
+  g.request_timeout_ms = options_.request_timeout_ms;
+  g.keepalive_ms = options_.keepalive_ms;
+  g.max_body_bytes = options_.max_body_bytes;
+  g.error_body = [](const std::string& m) {
+    return ErrorBody(m, std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count());
+  };
+  gate_ = std::make_unique<HttpGate>(std::move(g), [this](HttpExchange& ex) { http_->Handle(ex); });
+  if (Status st = gate_->Start(); !st.ok()) {
+    return Status(Code::kIoError, "--metrics-url " + options_.url + ": " + st.message());
   }
+  port_ = gate_->port();
   worker_ = std::thread([this] { WorkerLoop(); });
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
   return Status::Ok();
 }
 
 void RestServer::Stop() {
-  if (http_) http_->stop();
-  if (listener_.joinable()) listener_.join();
+  if (gate_) gate_->Stop();
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
     stopping_ = true;
@@ -100,6 +175,8 @@ void RestServer::Stop() {
   jobs_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
 }
+
+HttpGateStats RestServer::GateStats() const { return gate_ ? gate_->Stats() : HttpGateStats{}; }
 
 std::string RestServer::url() const {
   const std::string host = host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_;
@@ -163,6 +240,7 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.clients = deps_.server->client_metrics().Snapshot(deps_.store->clock()->NowUnixMillis());
   s.client_reports = deps_.server->client_metrics().Stats();
   s.server = deps_.server->Stats();
+  s.http = GateStats();
   return s;
 }
 

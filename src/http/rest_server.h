@@ -1,5 +1,7 @@
 // RestServer: the REST admin API of shared/seeds/rest-admin-api.zh.txt (all 27
-// endpoints) over cpp-httplib, optionally with mutual TLS.
+// endpoints), optionally with mutual TLS. The network side is an HttpGate (one
+// event loop: slow and idle clients hold no thread); the routes are
+// cpp-httplib's router, fed each complete request from memory.
 //
 // Every business error answers HTTP 200 with
 //   {"success": false, "error_message": <real cause>, "timestamp": <ms now>}
@@ -8,7 +10,7 @@
 // long store work themselves: /memory/evict and /memory/prefetch hand it to a
 // background worker and answer at once.
 //
-// Thread-safety: Start/Stop from one thread; requests are served by httplib's
+// Thread-safety: Start/Stop from one thread; requests are served by the gate's
 // worker threads, each handler only reads thread-safe sources.
 #ifndef TIERKV_HTTP_REST_SERVER_H_
 #define TIERKV_HTTP_REST_SERVER_H_
@@ -23,6 +25,7 @@
 
 #include "events/publisher.h"
 #include "http/ha_state.h"
+#include "http/http_gate.h"
 #include "http/metrics_text.h"
 #include "meta/metadata_store.h"
 #include "server/server.h"
@@ -44,6 +47,9 @@ struct RestOptions {
   std::string tls_key;                        // its private key (PEM)
   std::string tls_ca;                         // CA that client certificates must chain to
   size_t max_body_bytes = 8 << 20;            // larger request bodies get 413
+  uint32_t max_connections = 1024;            // HTTP connections open at once
+  int request_timeout_ms = 10000;             // a request must arrive within this
+  int keepalive_ms = 5000;                    // an idle kept-alive connection closes after
   bool per_rank = false;                      // per-rank series and summary fields
   uint32_t rank = 0;                          // this manager's rank
   uint64_t events_queue_capacity = 0;         // reported when events are off
@@ -74,8 +80,10 @@ class RestServer {
 
   // The current figures behind /metrics and /metrics/summary.
   MetricsSnapshot Snapshot() const;
+  HttpGateStats GateStats() const;
 
  private:
+  class Router;
   void Routes();
   void KeyRoutes();
   void CapacityRoutes();
@@ -87,10 +95,11 @@ class RestServer {
 
   const RestOptions options_;
   const RestDeps deps_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> tls_{nullptr, nullptr};
+  std::unique_ptr<Router> http_;
+  std::unique_ptr<HttpGate> gate_;
   std::string scheme_, host_;
   int port_ = 0;
-  std::thread listener_;
 
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;

@@ -76,6 +76,13 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
   if (c.server.handshake_timeout_ms <= 0) {
     return InvalidArgument("--handshake-timeout-ms must be positive");
   }
+  if (c.rest.max_connections == 0) {
+    return InvalidArgument("--metrics-max-connections must be positive");
+  }
+  if (c.rest.request_timeout_ms <= 0 || c.rest.keepalive_ms <= 0) {
+    return InvalidArgument(
+        "--metrics-request-timeout-ms and --metrics-keepalive-ms must be positive");
+  }
   if (c.server.max_metric_ranks == 0) {
     return InvalidArgument("--max-metric-ranks must be positive");
   }
@@ -174,6 +181,12 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--metrics-per-rank", rest.per_rank,
                  "also export per-rank series and summary fields");
   app.add_option("--metrics-max-body", max_body, "largest REST request body accepted");
+  app.add_option("--metrics-max-connections", rest.max_connections,
+                 "most REST connections open at once; over it the longest idle one is closed");
+  app.add_option("--metrics-request-timeout-ms", rest.request_timeout_ms,
+                 "a REST request (head and body) must arrive within this, or gets 408");
+  app.add_option("--metrics-keepalive-ms", rest.keepalive_ms,
+                 "an idle kept-alive REST connection is closed after this");
   app.add_option("--metrics-tls,--ock.mmc.metrics.tls.enable", rest.tls,
                  "serve the REST API over TLS, requiring client certificates when a CA is set");
   app.add_option("--metrics-tls-cert,--ock.mmc.metrics.tls.cert_path", rest.tls_cert,
