@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: run test test-sanitize test-tsan fuzz deps build bench format clean
+.PHONY: run test test-sanitize test-tsan fuzz deps build bench format format-check clean
 
 deps:
 	@scripts/deps.sh
@@ -84,6 +84,9 @@ bench: build
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+format-check: deps
+	clang-format --dry-run -Werror $$(git ls-files '*.cc' '*.h')
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -212,8 +212,8 @@ class PyClient {
       keys.push_back(KeyOf(t[0]));
       const bool raw = t.size() == 3 && py::isinstance<py::int_>(t[1]);
       if (raw) {
-        put.push_back({{}, reinterpret_cast<const void*>(t[1].cast<uintptr_t>()),
-                       t[2].cast<size_t>(), {}});
+        put.push_back(
+            {{}, reinterpret_cast<const void*>(t[1].cast<uintptr_t>()), t[2].cast<size_t>(), {}});
         groups.emplace_back();
       } else {
         bufs.push_back(std::make_unique<Buffer>(t[1], false));
@@ -488,8 +488,8 @@ PYBIND11_MODULE(_tierkv, m) {
            py::arg("length") = py::none(), py::arg("tenant") = py::none())
       .def("batch_put", &PyClient::BatchPut, py::arg("items"), py::arg("tenant") = py::none(),
            py::arg("upsert") = false)
-      .def("batch_put_from", &PyClient::BatchPut, py::arg("items"),
-           py::arg("tenant") = py::none(), py::arg("upsert") = false)
+      .def("batch_put_from", &PyClient::BatchPut, py::arg("items"), py::arg("tenant") = py::none(),
+           py::arg("upsert") = false)
       .def("batch_get", &PyClient::BatchGet, py::arg("keys"), py::arg("tenant") = py::none())
       .def("batch_get_into", &PyClient::BatchGetInto, py::arg("keys"), py::arg("targets"),
            py::arg("tenant") = py::none())

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstring>
-
 #include <msgpack.hpp>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
