@@ -1,7 +1,11 @@
 // tierkv_soak: many clients against one real manager for a bounded time, while
 // the REST API is scraped and the KV event stream is followed; then checks.
 //
-//   tierkv_soak [--seconds 120] [--clients 16] [--dram-size 256MiB]
+//   tierkv_soak [--seconds 120] [--clients 16] [--dram-size 256MiB] [--misbehave]
+//
+// With --misbehave, misbehaving clients run alongside (soak_misbehave.h): the
+// run must still end with zero corrupt reads and zero unexpected errors for the
+// well-behaved clients, and no foreign id ever accepted.
 //
 // Each client thread owns its keys and remembers which version of each key it
 // last wrote; every value is derived from (key, version), so every read is
@@ -30,6 +34,7 @@
 #include "bench_util.h"
 #include "common/units.h"
 #include "manager_process.h"
+#include "soak_misbehave.h"
 #include "tierkv/client.h"
 
 namespace tierkv::soak {
@@ -41,6 +46,7 @@ struct Options {
   double seconds = 120;
   int clients = 16;
   std::string dram_size = "256MiB";
+  bool misbehave = false;
 };
 
 // The bytes of `key` at `version`: deterministic, so readers can verify.
@@ -171,8 +177,9 @@ void ClientLoop(int id, const std::string& address, double deadline, Tally* t,
 
 int Run(const Options& opt) {
   const std::string events = "ipc:///tmp/tierkv-soak-" + std::to_string(getpid());
-  testing::ManagerProcess manager(
-      {"--dram-size", opt.dram_size, "--kv-events-endpoint", events, "--log-level", "error"});
+  testing::ManagerProcess manager({"--dram-size", opt.dram_size, "--kv-events-endpoint", events,
+                                   "--log-level", "error", "--handshake-timeout-ms", "1000",
+                                   "--metrics-request-timeout-ms", "5000"});
   const double deadline = NowSeconds() + opt.seconds;
   std::atomic<bool> stop{false};
   // Event follower: sequence must never go backwards (gaps are allowed and
@@ -219,7 +226,14 @@ int Run(const Options& opt) {
     const std::string address = i % 4 == 3 ? manager.tcp() : manager.uds();
     clients.emplace_back(ClientLoop, i, address, deadline, &tally, &final_state);
   }
+  MisbehaveTally bad;
+  std::thread misbehaving;
+  if (opt.misbehave) {
+    misbehaving = std::thread(
+        [&] { Misbehave(manager.uds(), manager.tcp(), manager.rest(), deadline, &bad); });
+  }
   for (auto& t : clients) t.join();
+  if (misbehaving.joinable()) misbehaving.join();
   stop = true;
   scraper.join();
   follower.join();
@@ -270,10 +284,23 @@ int Run(const Options& opt) {
               static_cast<unsigned long long>(seq_backwards.load()));
   std::printf("  manager peak RSS %.1f MiB (limit %.1f MiB), counters checked %zu, mismatches %d\n",
               peak_rss.load() / 1048576.0, rss_limit / 1048576.0, s.size(), counter_mismatch);
+  if (opt.misbehave) {
+    std::printf(
+        "  misbehaving: %llu foreign/stale ids (%llu accepted), %llu metric reports, "
+        "%llu idle connections, %llu trickled header lines, %llu errors\n",
+        static_cast<unsigned long long>(bad.foreign_ids.load()),
+        static_cast<unsigned long long>(bad.foreign_accepted.load()),
+        static_cast<unsigned long long>(bad.reports.load()),
+        static_cast<unsigned long long>(bad.idle_conns.load()),
+        static_cast<unsigned long long>(bad.trickle_lines.load()),
+        static_cast<unsigned long long>(bad.errors.load()));
+  }
   for (const std::string& e : tally.samples) std::printf("  unexpected: %s\n", e.c_str());
-  const bool ok = tally.unexpected == 0 && tally.corrupt == 0 && scrape_errors == 0 &&
-                  seq_backwards == 0 && counter_mismatch == 0 && rss_ok && !s.empty() &&
-                  event_msgs > 0;
+  const bool ok =
+      tally.unexpected == 0 && tally.corrupt == 0 && scrape_errors == 0 && seq_backwards == 0 &&
+      counter_mismatch == 0 && rss_ok && !s.empty() && event_msgs > 0 &&
+      (!opt.misbehave ||
+       (bad.foreign_accepted == 0 && bad.errors == 0 && bad.foreign_ids > 0 && bad.reports > 0));
   std::printf("soak: %s\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
@@ -291,8 +318,12 @@ int main(int argc, char** argv) {
       opt.clients = std::stoi(argv[++i]);
     } else if (a == "--dram-size" && i + 1 < argc) {
       opt.dram_size = argv[++i];
+    } else if (a == "--misbehave") {
+      opt.misbehave = true;
     } else {
-      std::fprintf(stderr, "usage: tierkv_soak [--seconds S] [--clients N] [--dram-size SIZE]\n");
+      std::fprintf(stderr,
+                   "usage: tierkv_soak [--seconds S] [--clients N] [--dram-size SIZE] "
+                   "[--misbehave]\n");
       return 2;
     }
   }
