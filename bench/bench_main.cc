@@ -202,8 +202,11 @@ int ClientOnly(const Options& opt) {
   if (series.size() != 2) return 1;
   std::printf(
       "{\"put_gbps\": %.4f, \"get_gbps\": %.4f, \"put_p50_us\": %.1f, "
-      "\"get_p50_us\": %.1f}\n",
-      series[0].GBps(), series[1].GBps(), series[0].PercentileUs(50), series[1].PercentileUs(50));
+      "\"get_p50_us\": %.1f, \"put_p99_us\": %.1f, \"get_p99_us\": %.1f, \"put_max_us\": %.1f, "
+      "\"get_max_us\": %.1f}\n",
+      series[0].GBps(), series[1].GBps(), series[0].PercentileUs(50), series[1].PercentileUs(50),
+      series[0].PercentileUs(99), series[1].PercentileUs(99), series[0].PercentileUs(100),
+      series[1].PercentileUs(100));
   return 0;
 }
 

@@ -8,9 +8,9 @@
 // right now (new ones, and idle ones), in one epoll set, and wakes when one of
 // them becomes readable. A readable connection is handed to a worker thread,
 // which runs its Session while requests keep coming: the adaptive busy-poll
-// fast path for tight request loops, then a short wait (idle_park_ms) for the
-// next request, then the connection is parked back in the poller and the worker
-// serves someone else. Idle connections therefore cost a descriptor and a
+// fast path for tight request loops, then a short wait for the next request
+// (about twice the client's usual gap, 20 ms to idle_park_ms), then the
+// connection is parked back in the poller and the worker serves someone else. Idle connections therefore cost a descriptor and a
 // little memory, not a thread. Workers are started on demand, at most
 // max_connections at once (the sessions actually working), and end after a few
 // seconds without work.
@@ -58,7 +58,7 @@ struct ServerOptions {
   int handshake_timeout_ms = 5000;        // HELLO must be answered within this of accept
   int io_timeout_ms = 30000;              // a peer stalled mid-frame (either way) is dropped
   int spin_us = 400;                 // most a busy client's connection is polled before sleeping
-  int idle_park_ms = 200;            // a worker waits this long for the next request, then parks
+  int idle_park_ms = 200;  // most a worker waits for the next request (2 x the client's gap), then parks
   uint32_t max_metric_ranks = 1024;  // client ranks whose reported metrics are kept at once
 };
 

@@ -80,7 +80,14 @@ bool Session::Serve(int park_ms) {
   for (;;) {
     // Before HELLO every wait is bounded by the handshake deadline.
     int io_timeout = opt.io_timeout_ms;
-    int wait_ms = park_ms;
+    // The wait before parking follows the client's pace: about twice its usual
+    // gap between requests, at least kMinParkWaitMs (a client that pauses for a
+    // moment, to fault in its buffers say, keeps its worker) and at most
+    // `park_ms`, so a session that goes quiet gives its worker back soon.
+    constexpr int kMinParkWaitMs = 20;
+    int wait_ms = park_ms < 0 ? park_ms
+                              : std::clamp(2 * gap_ewma_us_ / 1000 + 1,
+                                           std::min(kMinParkWaitMs, park_ms), park_ms);
     if (!hello_done_) {
       const int64_t left_ms = (handshake_deadline_ns_ - NowNs()) / 1'000'000;
       if (left_ms <= 0) {
