@@ -10,10 +10,10 @@
 // which runs its Session while requests keep coming: the adaptive busy-poll
 // fast path for tight request loops, then a short wait for the next request
 // (about twice the client's usual gap, 20 ms to idle_park_ms), then the
-// connection is parked back in the poller and the worker serves someone else. Idle connections therefore cost a descriptor and a
-// little memory, not a thread. Workers are started on demand, at most
-// max_connections at once (the sessions actually working), and end after a few
-// seconds without work.
+// connection is parked back in the poller and the worker serves someone
+// else. Idle connections therefore cost a descriptor and a little memory, not a
+// thread. Workers are started on demand, at most max_connections at once (the
+// sessions actually working), and end after a few seconds without work.
 //
 // Limits: a connection must complete its HELLO within handshake_timeout_ms of
 // being accepted, or it is closed (counted). At most max_open_connections are
