@@ -57,8 +57,9 @@ struct ServerOptions {
   uint32_t max_open_connections = 16384;  // most connections open, working or idle
   int handshake_timeout_ms = 5000;        // HELLO must be answered within this of accept
   int io_timeout_ms = 30000;              // a peer stalled mid-frame (either way) is dropped
-  int spin_us = 400;                 // most a busy client's connection is polled before sleeping
-  int idle_park_ms = 200;  // most a worker waits for the next request (2 x the client's gap), then parks
+  int spin_us = 400;  // most a busy client's connection is polled before sleeping
+  int idle_park_ms =
+      200;  // most a worker waits for the next request (2 x the client's gap), then parks
   uint32_t max_metric_ranks = 1024;  // client ranks whose reported metrics are kept at once
 };
 
