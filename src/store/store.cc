@@ -529,41 +529,51 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
   return st;
 }
 
+// Linearizable with concurrent puts: every shard is locked (in index order, the
+// only order in which more than one shard lock is ever held) from the first
+// removal until `cleared` has been announced. A put that commits meanwhile
+// waits, so its `stored` comes after `cleared` and the object survives; one
+// committed before is removed here and announced before `cleared`. `cleared`
+// is announced only when the tenant is empty at that moment.
 RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
   RemoveAllResult out;
-  for (auto& shard_ptr : shards_) {
-    Shard& shard = *shard_ptr;
-    std::lock_guard<std::mutex> lock(shard.mu);
+  {
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(shards_.size());
+    for (auto& shard_ptr : shards_) locks.emplace_back(shard_ptr->mu);
     const int64_t now = clock_->NowNanos();
-    for (auto it = shard.map.begin(); it != shard.map.end();) {
-      auto next = std::next(it);
-      if (TenantOf(it->first) == tenant) {
-        Entry& e = it->second;
-        const bool has_current = e.readable();
-        if (e.pending) {
-          if (force) {
-            DropPendingLocked(shard, it, /*revoked=*/true);  // erases the entry if nothing else
-          } else {
-            ++out.skipped;
+    for (auto& shard_ptr : shards_) {
+      Shard& shard = *shard_ptr;
+      for (auto it = shard.map.begin(); it != shard.map.end();) {
+        auto next = std::next(it);
+        if (TenantOf(it->first) == tenant) {
+          Entry& e = it->second;
+          const bool has_current = e.readable();
+          if (e.pending) {
+            if (force) {
+              DropPendingLocked(shard, it, /*revoked=*/true);  // erases the entry if nothing else
+            } else {
+              ++out.skipped;
+            }
+          }
+          if (has_current) {
+            if (!force && e.current && LeasedLocked(*e.current, now)) {
+              ++out.skipped;
+            } else {
+              ++out.removed;
+              (void)RemoveLocked(shard, it->first);
+            }
           }
         }
-        if (has_current) {
-          if (!force && e.current && LeasedLocked(*e.current, now)) {
-            ++out.skipped;
-          } else {
-            ++out.removed;
-            (void)RemoveLocked(shard, it->first);
-          }
-        }
+        it = next;
       }
-      it = next;
+    }
+    if (out.removed > 0 && out.skipped == 0) {
+      out.cleared = true;
+      for (ReplicaObserver* o : observers_) o->OnTenantCleared(tenant);
     }
   }
-  DrainSsdTrash();
-  if (out.removed > 0 && out.skipped == 0) {
-    out.cleared = true;
-    for (ReplicaObserver* o : observers_) o->OnTenantCleared(tenant);
-  }
+  DrainSsdTrash();  // SSD frees do I/O: never under a shard lock
   return out;
 }
 

@@ -240,7 +240,10 @@ class Store {
   Status Remove(const Caller& caller, const ObjectRef& ref);
   // Removes every readable object of `tenant`. Without `force`, leased objects and
   // in-flight puts are skipped. Announces OnTenantCleared only when something was
-  // removed and nothing skipped. `remove_all`.
+  // removed and nothing skipped. Linearizable with concurrent puts: all shards
+  // are locked for its duration (other calls wait), so a concurrent put is either
+  // removed (its `removed` announced before `cleared`) or announced after
+  // `cleared` and kept. `remove_all`.
   Result<RemoveAllResult> RemoveAll(const Caller& caller, std::string_view tenant, bool force);
   // RemoveAll for every tenant (the REST contract's DELETE /all_keys), counted
   // as one remove_all call. Announces OnTenantCleared per tenant emptied.
