@@ -48,7 +48,8 @@ Result<std::unique_ptr<Store>> Store::Create(const StoreOptions& options,
 Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
     : options_(options),
       clock_(options.clock ? options.clock : RealClock()),
-      dram_(std::move(dram)) {
+      dram_(std::move(dram)),
+      feed_(options.journal_bytes) {
   shards_.reserve(options_.shards);
   for (uint32_t i = 0; i < options_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(i, RandomSeed()));
@@ -135,10 +136,12 @@ uint64_t Store::NextId(Shard& shard) {
 // ---------------------------------------------------------------------------
 // Announcements and small helpers (shard lock held).
 
-void Store::Announce(const Map::value_type& kv, std::string_view group, uint64_t size,
-                     Medium medium, bool stored, RemoveCause cause) {
-  if (observers_.empty()) return;
+void Store::Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
+                     bool stored, RemoveCause cause) {
   ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), group, medium, size, cause};
+  ev.generation = kv.second.generation;
+  ev.sequence = feed_.Append(stored ? ChangeKind::kStored : ChangeKind::kRemoved, ev);
+  if (stored) (medium == Medium::kSsd ? kv.second.ssd_seq : kv.second.dram_seq) = ev.sequence;
   for (ReplicaObserver* o : observers_) {
     if (stored) {
       o->OnStored(ev);
@@ -148,11 +151,11 @@ void Store::Announce(const Map::value_type& kv, std::string_view group, uint64_t
   }
 }
 
-void Store::AnnounceStored(const Map::value_type& kv, const Blob& blob) {
+void Store::AnnounceStored(Map::value_type& kv, const Blob& blob) {
   Announce(kv, blob.group_id, blob.size, Medium::kDram, true, RemoveCause::kRemoved);
 }
 
-void Store::AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause) {
+void Store::AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause) {
   Announce(kv, blob.group_id, blob.size, Medium::kDram, false, cause);
 }
 
@@ -331,6 +334,7 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
     RetireLocked(shard, std::move(old));
   }
   if (e.ssd) DropSsdLocked(shard, kv, RemoveCause::kReplaced);
+  e.generation = next_generation_.fetch_add(1, std::memory_order_relaxed);  // a new value
   e.current = std::move(blob);
   TouchLocked(shard, kv, now);
   AnnounceStored(kv, *e.current);
@@ -570,6 +574,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
     }
     if (out.removed > 0 && out.skipped == 0) {
       out.cleared = true;
+      feed_.AppendCleared(tenant);
       for (ReplicaObserver* o : observers_) o->OnTenantCleared(tenant);
     }
   }
@@ -664,31 +669,52 @@ Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::stri
 }
 
 void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const {
-  struct Item {
-    std::string composite;
-    std::string group_id;
-    uint64_t size;
-    Medium medium;
+  Snapshot(1024, [&](std::span<const SnapshotRecord> records) {
+    for (const SnapshotRecord& r : records) {
+      ReplicaEvent ev{r.tenant, r.key, r.group_id, r.medium, r.size};
+      ev.generation = r.generation;
+      ev.sequence = r.sequence;
+      fn(ev);
+    }
+  });
+}
+
+// The watermark is read first. A change with a sequence <= S was made under its
+// shard's lock before S was read, so the copy of that shard (taken under the
+// same lock, later) sees it; a replica announced after S is left out of the
+// pages, because the feed delivers it.
+uint64_t Store::Snapshot(size_t page_size,
+                         const std::function<void(std::span<const SnapshotRecord>)>& page) const {
+  const uint64_t watermark = feed_.last_sequence();
+  std::vector<SnapshotRecord> records;
+  auto flush = [&] {
+    if (!records.empty()) page(records);
+    records.clear();
   };
-  std::vector<Item> items;
   for (const auto& shard_ptr : shards_) {
-    items.clear();
+    std::vector<SnapshotRecord> copied;
     {
       std::lock_guard<std::mutex> lock(shard_ptr->mu);
       for (const auto& kv : shard_ptr->map) {
-        if (const Blob* b = kv.second.current.get()) {
-          items.push_back({kv.first, b->group_id, b->size, Medium::kDram});
+        const Entry& e = kv.second;
+        if (const Blob* b = e.current.get(); b != nullptr && e.dram_seq <= watermark) {
+          copied.push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)),
+                            b->group_id, Medium::kDram, b->size, e.generation, e.dram_seq});
         }
-        if (const SsdReplica* r = kv.second.ssd.get()) {
-          items.push_back({kv.first, r->blob.header.group_id, r->blob.header.size, Medium::kSsd});
+        if (const SsdReplica* r = e.ssd.get(); r != nullptr && e.ssd_seq <= watermark) {
+          copied.push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)),
+                            r->blob.header.group_id, Medium::kSsd, r->blob.header.size,
+                            e.generation, e.ssd_seq});
         }
       }
     }
-    for (const Item& it : items) {
-      fn(ReplicaEvent{TenantOf(it.composite), KeyOf(it.composite), it.group_id, it.medium,
-                      it.size});
+    for (SnapshotRecord& r : copied) {
+      records.push_back(std::move(r));
+      if (records.size() >= std::max<size_t>(page_size, 1)) flush();
     }
   }
+  flush();
+  return watermark;
 }
 
 StoreStats Store::Stats() const {

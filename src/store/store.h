@@ -58,6 +58,7 @@
 #include "common/clock.h"
 #include "media/dram_pool.h"
 #include "media/ssd_tier.h"
+#include "store/change_feed.h"
 #include "store/observer.h"
 #include "store/op_stats.h"
 #include "tierkv/status.h"
@@ -82,6 +83,20 @@ struct StoreOptions {
   bool ssd_write_through = false;       // copy every committed object to SSD at once
   int64_t ssd_error_backoff_ms = 1000;  // no new SSD writes this long after an I/O error
   Clock* clock = nullptr;               // null: the real clock
+  // Bytes of recent changes the change feed keeps for readers (0: none; the
+  // sequence numbers are assigned all the same).
+  size_t journal_bytes = 0;
+};
+
+// One readable replica in a snapshot (Store::Snapshot).
+struct SnapshotRecord {
+  std::string tenant;
+  std::string key;
+  std::string group_id;
+  Medium medium = Medium::kDram;
+  uint64_t size = 0;
+  uint64_t generation = 0;
+  uint64_t sequence = 0;  // the change at which this replica was announced stored
 };
 
 // Who makes a call: the session (for grant ownership and cleanup; 0 = the manager
@@ -301,6 +316,19 @@ class Store {
   // assume a consistent cut across shards).
   void ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const;
 
+  // --- Change feed ----------------------------------------------------------
+  // Every announcement carries a sequence (ReplicaEvent::sequence) from this
+  // feed; with StoreOptions::journal_bytes the recent ones can be read back.
+  const ChangeFeed& feed() const { return feed_; }
+  // A consistent view of everything readable, delivered in pages of at most
+  // `page_size` records (`page` runs without any store lock held; it may take
+  // its time, puts and removes go on meanwhile). Returns the watermark S: the
+  // pages plus every change with sequence > S (feed().ReadAfter(S, ...)) give
+  // exactly the store's state; no replica is in both, none is in neither. A
+  // removal after S may name a replica the pages never had.
+  uint64_t Snapshot(size_t page_size,
+                    const std::function<void(std::span<const SnapshotRecord>)>& page) const;
+
   StoreStats Stats() const;
   const OpStats& op_stats() const { return op_stats_; }
   DramPool& dram() { return *dram_; }
@@ -351,9 +379,9 @@ class Store {
   void DropPendingLocked(Shard& shard, Map::iterator it, bool revoked);
   void EraseIfEmptyLocked(Shard& shard, Map::iterator it);
   void TouchLocked(Shard& shard, Map::value_type& kv, int64_t now);
-  void AnnounceStored(const Map::value_type& kv, const Blob& blob);
-  void AnnounceRemoved(const Map::value_type& kv, const Blob& blob, RemoveCause cause);
-  void Announce(const Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
+  void AnnounceStored(Map::value_type& kv, const Blob& blob);
+  void AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause);
+  void Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
                 bool stored, RemoveCause cause);
   void UnpinLocked(Shard& shard, Blob* blob);
   void FreeZombieLocked(Shard& shard, Blob* blob);
@@ -404,6 +432,8 @@ class Store {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<ReplicaObserver*> observers_;
   OpStats op_stats_;
+  ChangeFeed feed_;
+  std::atomic<uint64_t> next_generation_{1};
 
   std::mutex evict_mu_;  // one evictor at a time
 

@@ -60,6 +60,9 @@ struct Store::Entry {
   std::shared_ptr<SsdReplica> ssd;       // READABLE on SSD
   std::shared_ptr<RewarmTicket> rewarm;  // SSD -> DRAM copy in flight
   int64_t last_access = 0;
+  uint64_t generation = 0;  // of the value held (current and ssd hold the same one)
+  uint64_t dram_seq = 0;    // change sequence at which `current` was announced stored
+  uint64_t ssd_seq = 0;     // ... and `ssd`
   bool in_lru = false;
   bool in_ssd_lru = false;
   std::list<Map::value_type*>::iterator lru_pos;

@@ -43,6 +43,7 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
     if (!inserted) continue;  // the scan keeps one blob per key
     ++shard.readable;
     it->second.last_access = now;
+    it->second.generation = next_generation_.fetch_add(1, std::memory_order_relaxed);
     InstallSsdLocked(shard, *it, MakeReplica(std::move(blob)));
   }
   StartTierWorker();

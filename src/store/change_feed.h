@@ -1,0 +1,84 @@
+// ChangeFeed: the store's sequenced change log.
+//
+// Every announcement of the store (a replica stored on a medium, a replica
+// removed from a medium, a tenant cleared) gets a store-wide sequence number,
+// strictly increasing, assigned while the store holds the lock that makes the
+// transition visible (the object's shard lock; all of them for a clear). With a
+// journal (journal_bytes > 0) the most recent changes are kept in order, up to
+// that many bytes; a reader that asks for changes the journal no longer holds is
+// told so (FeedRead::behind) and must take a new snapshot (Store::Snapshot).
+//
+// Cost: without a journal, one atomic increment per announcement; with one, a
+// short critical section and a copy of the names.
+//
+// Thread-safety: every method is thread-safe.
+#ifndef TIERKV_STORE_CHANGE_FEED_H_
+#define TIERKV_STORE_CHANGE_FEED_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "store/observer.h"
+
+namespace tierkv {
+
+enum class ChangeKind : uint8_t { kStored, kRemoved, kCleared };
+
+struct Change {
+  uint64_t sequence = 0;
+  ChangeKind kind = ChangeKind::kStored;
+  std::string tenant;
+  std::string key;  // empty for kCleared
+  std::string group_id;
+  Medium medium = Medium::kDram;
+  uint64_t size = 0;
+  uint64_t generation = 0;
+  RemoveCause cause = RemoveCause::kRemoved;
+};
+
+struct FeedRead {
+  bool behind = false;          // changes after `after` were dropped: re-snapshot
+  uint64_t first_kept = 0;      // oldest sequence still in the journal
+  uint64_t last = 0;            // newest sequence assigned
+  std::vector<Change> changes;  // contiguous, in order, sequence > after
+};
+
+class ChangeFeed {
+ public:
+  explicit ChangeFeed(size_t journal_bytes) : budget_(journal_bytes) {}
+
+  // Assigns the next sequence to the change described by `event` (kStored or
+  // kRemoved) and journals it. Returns the sequence.
+  uint64_t Append(ChangeKind kind, const ReplicaEvent& event);
+  uint64_t AppendCleared(std::string_view tenant);
+
+  uint64_t last_sequence() const { return last_.load(std::memory_order_acquire); }
+  bool journaled() const { return budget_ > 0; }
+
+  // Up to `max` changes with sequence > `after`, in order. behind is set when
+  // some of them are gone (or there is no journal and any exist).
+  FeedRead ReadAfter(uint64_t after, size_t max) const;
+
+  size_t journal_bytes() const;
+
+ private:
+  static size_t Cost(const Change& c) {
+    return sizeof(Change) + c.tenant.size() + c.key.size() + c.group_id.size();
+  }
+  uint64_t Journal(Change c);
+
+  const size_t budget_;
+  std::atomic<uint64_t> last_{0};
+  mutable std::mutex mu_;
+  std::deque<Change> journal_;  // sequences first_kept_ .. last_, contiguous
+  uint64_t first_kept_ = 1;
+  size_t bytes_ = 0;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_STORE_CHANGE_FEED_H_
