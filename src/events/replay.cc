@@ -113,6 +113,12 @@ void ReplayServer::Run() {
           reply({"ERR", "snapshots are disabled (--kv-events-snapshot-on-join)"});
           continue;
         }
+        // The event-id watermark W is read before the store's snapshot reads its
+        // own watermark S (the snapshot is Store::Snapshot, through
+        // ForEachReadable): a change after S gets its event id after W, so
+        // events >= W cover everything the pages leave out (no gap); a change
+        // between the two reads may come both ways, a repeat the guide
+        // tolerates.
         const uint64_t watermark = next_event_id_();
         const uint64_t last = last_sequence_();
         std::vector<Event> batch;

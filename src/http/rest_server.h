@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "events/publisher.h"
-#include "http/ha_state.h"
+#include "cluster/ha_state.h"
 #include "http/http_gate.h"
 #include "http/metrics_text.h"
 #include "meta/metadata_store.h"

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "events/publisher.h"
-#include "http/ha_state.h"
+#include "cluster/ha_state.h"
 #include "http/rest_server.h"
 #include "manager/config.h"
 #include "meta/metadata_store.h"

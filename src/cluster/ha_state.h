@@ -1,8 +1,10 @@
 // HaStateProvider: where /health, /role, /ha_status and /leader get their
 // answers. A standalone manager is always the serving leader; cluster mode
-// plugs in a provider backed by the coordinator election.
-#ifndef TIERKV_HTTP_HA_STATE_H_
-#define TIERKV_HTTP_HA_STATE_H_
+// plugs in a provider backed by the coordinator election. It lives with the
+// cluster box, which implements it; http/ only reads it (header only, no link
+// dependency).
+#ifndef TIERKV_CLUSTER_HA_STATE_H_
+#define TIERKV_CLUSTER_HA_STATE_H_
 
 #include <cstdint>
 #include <string>
@@ -32,4 +34,4 @@ class StandaloneHaState final : public HaStateProvider {
 
 }  // namespace tierkv
 
-#endif  // TIERKV_HTTP_HA_STATE_H_
+#endif  // TIERKV_CLUSTER_HA_STATE_H_
