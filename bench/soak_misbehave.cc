@@ -55,7 +55,7 @@ class Raw {
   bool Hello(uint32_t rank) {
     std::string body;
     proto::Writer w(&body);
-    proto::HelloRequest{rank, "misbehave"}.Encode(w);
+    proto::HelloRequest{rank, "misbehave", {}}.Encode(w);
     Code c;
     return Call(Opcode::kHello, body, &c) && c == Code::kOk;
   }

@@ -36,7 +36,7 @@ struct World {
     server = std::make_unique<Server>(so, store.get());  // never started: sessions only
     std::string body;
     proto::Writer w(&body);
-    proto::HelloRequest{0, "fuzz"}.Encode(w);
+    proto::HelloRequest{0, "fuzz", {}}.Encode(w);
     proto::FrameHeader h;
     h.opcode = static_cast<uint16_t>(proto::Opcode::kHello);
     proto::AppendFrame(&hello, h, body);

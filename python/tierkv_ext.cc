@@ -92,6 +92,7 @@ py::dict InfoToDict(const tierkv::ObjectInfo& info) {
   d["state"] = static_cast<int>(info.state);
   d["lease_expires_unix_ms"] = info.lease_expires_unix_ms;
   d["last_access_unix_ms"] = info.last_access_unix_ms;
+  d["namespace"] = info.name_space;
   return d;
 }
 
@@ -111,12 +112,13 @@ ItemStatus ToPy(const Status& st, size_t size = 0) {
 class PyClient {
  public:
   PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
-           std::string client_name)
+           std::string client_name, std::string name_space)
       : tenant_(std::move(tenant)) {
     tierkv::ClientOptions o;
     o.rank = rank;
     o.io_timeout_ms = timeout_ms;
     o.client_name = std::move(client_name);
+    o.name_space = std::move(name_space);
     tierkv::Result<std::unique_ptr<tierkv::Client>> c = [&] {
       py::gil_scoped_release nogil;
       return tierkv::Client::Connect(address, o);
@@ -440,6 +442,8 @@ class PyClient {
 
 PYBIND11_MODULE(_tierkv, m) {
   m.doc() = "Low-level binding of the tierkv C++ client; use the tierkv package.";
+  m.def("derive_namespace", &tierkv::DeriveNamespace, py::arg("inputs"),
+        "The C++ client's DeriveNamespace (tierkv.derive_namespace is the same in Python)");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -470,9 +474,10 @@ PYBIND11_MODULE(_tierkv, m) {
       });
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, std::string, uint32_t, int, std::string>(),
+      .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string>(),
            py::arg("address"), py::arg("tenant") = "default", py::arg("rank") = 0,
-           py::arg("timeout_ms") = 30000, py::arg("client_name") = "python")
+           py::arg("timeout_ms") = 30000, py::arg("client_name") = "python",
+           py::arg("namespace") = "")
       .def("close", &PyClient::Close)
       .def_property_readonly("closed", &PyClient::closed)
       .def_property_readonly("shared_memory", &PyClient::shared_memory)

@@ -50,7 +50,7 @@ class RawConn {
   RawReply Hello(uint32_t rank = 0) {
     std::string body;
     proto::Writer w(&body);
-    proto::HelloRequest{rank, "raw"}.Encode(w);
+    proto::HelloRequest{rank, "raw", {}}.Encode(w);
     return Call(proto::Opcode::kHello, body);
   }
 

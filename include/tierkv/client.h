@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,8 +39,12 @@
 namespace tierkv {
 
 struct ClientOptions {
-  uint32_t rank = 0;          // the engine's device rank, for per-rank metrics
-  std::string client_name;    // free text shown in manager logs
+  uint32_t rank = 0;        // the engine's device rank, for per-rank metrics
+  std::string client_name;  // free text shown in manager logs
+  // The storage namespace every object this client puts is recorded in:
+  // "tierkv:v1:<64 lowercase hex>", usually from DeriveNamespace; empty: none.
+  // A malformed one makes Connect fail with INVALID_ARGUMENT.
+  std::string name_space;
   int io_timeout_ms = 30000;  // a manager silent for this long fails the call
   // Pre-fault the whole pool mapping at connect (Unix socket only): costs a few
   // hundred ms per GiB once, saves page faults on every later put and get.
@@ -78,6 +83,14 @@ struct KeyList {
   std::vector<std::string> keys;
   bool truncated = false;  // the reply hit the manager's frame limit
 };
+
+// The namespace of an engine's KV cache, from what determines its bytes (model
+// artifacts, computation, representation, state group...): "tierkv:v1:" and the
+// SHA-256, in lowercase hex, of the canonical JSON of `inputs` (an object with
+// the keys sorted, no spaces, strings escaped as JSON requires, UTF-8 kept
+// as is). The Python client's tierkv.derive_namespace gives the same string for
+// the same inputs. Thread-safe.
+std::string DeriveNamespace(const std::map<std::string, std::string>& inputs);
 
 class Client {
  public:

@@ -35,6 +35,10 @@ enum class ReplicaState : uint8_t {
 };
 
 // What Query reports about one object.
+// A storage namespace: "tierkv:v1:" then 64 lowercase hex digits (a SHA-256,
+// see DeriveNamespace in tierkv/client.h). True also for "" (no namespace).
+bool ValidNamespace(std::string_view ns);
+
 struct ObjectInfo {
   uint64_t size = 0;           // value length in bytes
   std::string group_id;        // as given at put; empty when none
@@ -43,6 +47,7 @@ struct ObjectInfo {
   ReplicaState state = ReplicaState::kReadable;
   int64_t lease_expires_unix_ms = 0;  // latest active lease's end; 0 when none
   int64_t last_access_unix_ms = 0;
+  std::string name_space;  // of the put that created it ("tierkv:v1:<hex>"); empty: none
 };
 
 }  // namespace tierkv

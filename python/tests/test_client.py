@@ -165,3 +165,23 @@ def test_every_error_class_maps_its_code():
         e = tierkv.errors.from_code(code, cls.name, "why")
         assert type(e) is cls and e.code == code and isinstance(e, tierkv.TierkvError)
         assert str(e) == f"{cls.name}: why"
+
+
+def test_namespaces_derive_alike_in_both_clients_and_are_recorded(manager):
+    import tierkv._tierkv as ext
+    for inputs in ({}, {"model": "llama-3-8b", "dtype": "bf16"},
+                   {"模型": "qwen", "quote": 'a"b\\c', "ctl": "\x01\n\t", "emoji": "\U0001F600"}):
+        assert tierkv.derive_namespace(**inputs) == ext.derive_namespace(inputs)
+    ns = tierkv.derive_namespace(model="m", tp="8")
+    with tierkv.Client(manager.uds, "ns-test", namespace=ns) as c:
+        c.put("k", b"v")
+        assert c.query("k")["namespace"] == ns
+    with tierkv.Client(manager.tcp, "ns-test") as c:
+        assert c.query("k")["namespace"] == ns
+        c.upsert("k", b"w")
+        assert c.query("k")["namespace"] == ""
+        c.remove_all(force=True)
+    with pytest.raises(tierkv.InvalidArgument):
+        tierkv.Client(manager.uds, namespace="tierkv:v1:nothex")
+    with pytest.raises(TypeError):
+        tierkv.derive_namespace(model=3)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from . import _tierkv
 from .client import Client
+from .namespace import derive_namespace
 from .errors import (BY_CODE, Duplicated, InternalError, InvalidArgument, IoError, LeaseExpired,
                      NoSpace, NotFound, NotSupported, ProtocolError, Retry, TierkvError, TooLarge,
                      Unavailable, from_code)
@@ -21,7 +22,7 @@ Status = _tierkv.Status
 _tierkv._set_error_factory(from_code)
 
 __all__ = [
-    "Client", "Status", "TierkvError", "NotFound", "Duplicated", "NoSpace", "Retry",
+    "Client", "derive_namespace", "Status", "TierkvError", "NotFound", "Duplicated", "NoSpace", "Retry",
     "LeaseExpired", "InvalidArgument", "TooLarge", "ProtocolError", "IoError", "Unavailable",
     "NotSupported", "InternalError", "BY_CODE",
 ]

@@ -28,8 +28,11 @@ class Client:
     """
 
     def __init__(self, address: str, tenant: str = "default", *, rank: int = 0,
-                 timeout_ms: int = 30000, client_name: str = "python"):
-        self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name)
+                 timeout_ms: int = 30000, client_name: str = "python", namespace: str = ""):
+        """``namespace``: the storage namespace recorded with every object this client
+        puts (``tierkv:v1:<64 lowercase hex>``, see :func:`tierkv.derive_namespace`);
+        a malformed one raises :class:`tierkv.InvalidArgument`."""
+        self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name, namespace)
         self.address = address
 
     # -- lifecycle ----------------------------------------------------------

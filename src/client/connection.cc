@@ -34,7 +34,7 @@ Status Connection::Open() {
   fd_ = *fd;
   std::string body;
   proto::Writer w(&body);
-  proto::HelloRequest req{options_.rank, options_.client_name};
+  proto::HelloRequest req{options_.rank, options_.client_name, options_.name_space};
   req.Encode(w);
   std::string reply;
   if (Status st = Exchange(proto::Opcode::kHello, body, &reply, /*hello=*/true); !st.ok()) {

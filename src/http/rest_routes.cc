@@ -108,6 +108,8 @@ Json KeyRecord(const std::string& key, const ObjectInfo* info, uint32_t rank, in
   j["numBlobs"] = blobs.size();
   j["valid"] = info != nullptr;
   j["blobs"] = blobs;
+  // Beyond the contract, and only for an object put with one: its storage namespace.
+  if (info && !info->name_space.empty()) j["namespace"] = info->name_space;
   return j;
 }
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <thread>
 
-#include "events/publisher.h"
 #include "cluster/ha_state.h"
+#include "events/publisher.h"
 #include "http/http_gate.h"
 #include "http/metrics_text.h"
 #include "meta/metadata_store.h"

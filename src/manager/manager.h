@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "events/publisher.h"
 #include "cluster/ha_state.h"
+#include "events/publisher.h"
 #include "http/rest_server.h"
 #include "manager/config.h"
 #include "meta/metadata_store.h"

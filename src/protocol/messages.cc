@@ -33,11 +33,13 @@ Status CheckPutFlags(uint8_t flags, std::string_view what) {
 void HelloRequest::Encode(Writer& w) const {
   w.U32(rank);
   w.Str(client_name);
+  if (!name_space.empty()) w.Str(name_space);
 }
 
 Status HelloRequest::Decode(Reader& r) {
   rank = r.U32();
   client_name = r.Str();
+  name_space = r.done() ? std::string_view() : r.Str();
   return r.Finish("hello");
 }
 
@@ -289,6 +291,7 @@ void EncodeObjectInfo(Writer& w, const ObjectInfo& info) {
   w.U8(static_cast<uint8_t>(info.state));
   w.I64(info.lease_expires_unix_ms);
   w.I64(info.last_access_unix_ms);
+  w.Str(info.name_space);
 }
 
 ObjectInfo DecodeObjectInfo(Reader& r) {
@@ -300,6 +303,7 @@ ObjectInfo DecodeObjectInfo(Reader& r) {
   info.state = static_cast<ReplicaState>(r.U8());
   info.lease_expires_unix_ms = r.I64();
   info.last_access_unix_ms = r.I64();
+  info.name_space = std::string(r.Str());
   return info;
 }
 

@@ -24,6 +24,7 @@ Status CheckPutFlags(uint8_t flags, std::string_view what);
 struct HelloRequest {
   uint32_t rank = 0;
   std::string_view client_name;
+  std::string_view name_space;  // optional trailing field; empty: no namespace
   void Encode(Writer& w) const;
   Status Decode(Reader& r);
 };

@@ -273,6 +273,12 @@ Status Session::Hello(std::string_view body) {
   Reader r(body);
   proto::HelloRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
+  if (!ValidNamespace(req.name_space)) {
+    return InvalidArgument("namespace '" + std::string(req.name_space.substr(0, 100)) +
+                           "' is malformed: expected tierkv:v1: and 64 lowercase hex digits");
+  }
+  name_space_ = std::string(req.name_space);
+  caller_.name_space = name_space_;
   caller_.rank = req.rank;
   hello_done_ = true;
   const ServerOptions& opt = server_->options();

@@ -84,6 +84,7 @@ class Session {
   const bool unix_socket_;
   const int64_t handshake_deadline_ns_;
   bool hello_done_ = false;
+  std::string name_space_;  // declared at HELLO; caller_.name_space views it
   Caller caller_;
   std::string body_;   // request body buffer, reused
   std::string reply_;  // reply frame buffer, reused

@@ -277,6 +277,7 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->group_id = std::string(options.group_id);
   blob->alloc_id = NextId(shard);
   blob->owner = caller.session;
+  blob->name_space = std::string(caller.name_space);
   blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
   AllocGrant grant{blob->alloc_id, extent.offset, size};
   shard.pending.emplace(blob->alloc_id, &*it);
@@ -335,6 +336,7 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
   }
   if (e.ssd) DropSsdLocked(shard, kv, RemoveCause::kReplaced);
   e.generation = next_generation_.fetch_add(1, std::memory_order_relaxed);  // a new value
+  e.name_space = std::move(blob->name_space);
   e.current = std::move(blob);
   TouchLocked(shard, kv, now);
   AnnounceStored(kv, *e.current);
@@ -448,6 +450,7 @@ Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite
   const int64_t wall_now = clock_->NowUnixMillis();
   ObjectInfo info;
   info.state = ReplicaState::kReadable;
+  info.name_space = e.name_space;
   if (e.ssd) {
     info.size = e.ssd->blob.header.size;
     info.group_id = e.ssd->blob.header.group_id;

@@ -102,8 +102,11 @@ struct SnapshotRecord {
 // Who makes a call: the session (for grant ownership and cleanup; 0 = the manager
 // itself) and the client's declared rank (for per-rank counters).
 struct Caller {
+  Caller() = default;
+  Caller(uint64_t s, uint32_t r, std::string_view ns = {}) : session(s), rank(r), name_space(ns) {}
   uint64_t session = 0;
   uint32_t rank = 0;
+  std::string_view name_space;  // the session's declared namespace ("" = none); put records it
 };
 
 struct ObjectRef {

@@ -25,7 +25,8 @@ struct Store::Blob {
   bool zombie = false;         // removed from the index, kept alive by leases or pins
   // Pending (ALLOCATED) blobs only:
   uint64_t alloc_id = 0;
-  uint64_t owner = 0;  // session that holds the write grant
+  uint64_t owner = 0;      // session that holds the write grant
+  std::string name_space;  // of that session: the object's once committed
   int64_t alloc_deadline = 0;
 };
 
@@ -61,6 +62,7 @@ struct Store::Entry {
   std::shared_ptr<RewarmTicket> rewarm;  // SSD -> DRAM copy in flight
   int64_t last_access = 0;
   uint64_t generation = 0;  // of the value held (current and ssd hold the same one)
+  std::string name_space;   // of the put that created the value ("" = none)
   uint64_t dram_seq = 0;    // change sequence at which `current` was announced stored
   uint64_t ssd_seq = 0;     // ... and `ssd`
   bool in_lru = false;

@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
                  "manager address: unix:PATH or tcp://HOST:PORT (env TIERKV_ADDRESS)")
       ->capture_default_str();
   app.add_option("-t,--tenant", tenant, "tenant of the keys")->capture_default_str();
+  std::string name_space;
+  app.add_option("--namespace", name_space,
+                 "storage namespace recorded with what is put (tierkv:v1:<64 hex>)");
   app.require_subcommand(1);
 
   std::string key, file, group, prefix;
@@ -124,6 +127,7 @@ int main(int argc, char** argv) {
 
   tierkv::ClientOptions options;
   options.client_name = "tierkv-cli";
+  options.name_space = name_space;
   options.prefault_pool = false;
   auto client = tierkv::Client::Connect(address, options);
   if (!client.ok()) {
@@ -180,10 +184,10 @@ int main(int argc, char** argv) {
     if (!info.ok()) return ExitFor(info.status());
     std::printf(
         "key:     %s\ntenant:  %s\nsize:    %llu\nmedia:   %s\ngroup:   %s\n"
-        "leases:  %u\n",
+        "leases:  %u\nnamespace: %s\n",
         key.c_str(), tenant.c_str(), static_cast<unsigned long long>(info->size),
         MediaText(info->media).c_str(), info->group_id.empty() ? "-" : info->group_id.c_str(),
-        info->active_leases);
+        info->active_leases, info->name_space.empty() ? "-" : info->name_space.c_str());
     return 0;
   }
   if (*exists) {
