@@ -108,7 +108,7 @@ void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, boo
     keys.push_back("k" + std::to_string(i));
     auto g = st.Alloc({}, {"default", keys.back()}, size, {});
     if (!g.ok()) return;
-    std::memset(st.dram().base() + g->offset, static_cast<int>(i), size);
+    std::memset(g->data, static_cast<int>(i), size);
     if (!st.Commit({}, g->alloc_id).ok()) return;
   }
   Series flush{"tierkv flush (" + engine + ")", size, 1};

@@ -54,7 +54,7 @@ std::pair<double, double> PutGet(Store& st, uint64_t size, uint64_t count) {
   for (uint64_t i = 0; i < count; ++i) {
     auto g = st.Alloc({}, {"default", keys[i % keys.size()]}, size, {"", true});
     if (!g.ok()) continue;
-    std::memcpy(st.dram().base() + g->offset, src.data(), size);
+    std::memcpy(g->data, src.data(), size);
     (void)st.Commit({}, g->alloc_id);
   }
   const double put = count * double(size) / (NowSeconds() - t0) / 1e9;
@@ -62,7 +62,7 @@ std::pair<double, double> PutGet(Store& st, uint64_t size, uint64_t count) {
   for (uint64_t i = 0; i < count; ++i) {
     auto l = st.Lease({}, {"default", keys[i % keys.size()]});
     if (!l.ok()) continue;
-    std::memcpy(dst.data(), st.dram().base() + l->offset, size);
+    std::memcpy(dst.data(), l->data, size);
     (void)st.Release({}, l->lease_id);
   }
   const double get = count * double(size) / (NowSeconds() - t0) / 1e9;

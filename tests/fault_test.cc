@@ -136,7 +136,10 @@ TEST(Fault, ClientThatNeverReadsItsRepliesHurtsOnlyItself) {
 }
 
 TEST(Fault, EveryObjectLeasedMeansNoSpaceUntilTheLeasesEnd) {
-  ManagerProcess m({"--dram-size", "16MiB", "--lease-ms", "1000"});
+  // No background eviction: it could take the third object between its put and
+  // its lease (it is the only unleased one above the high watermark).
+  ManagerProcess m({"--dram-size", "16MiB", "--lease-ms", "1000", "--evict-high-watermark", "1",
+                    "--evict-low-watermark", "1"});
   auto c = Client::Connect(m.uds());
   ASSERT_TRUE(c.ok());
   RawConn holder(m.uds());

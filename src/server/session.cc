@@ -153,7 +153,7 @@ Status Session::SendReply(const proto::FrameHeader& request, const Status& statu
   const bool hello_with_fd =
       unix_socket_ && status.ok() && request.opcode == static_cast<uint16_t>(Opcode::kHello);
   if (hello_with_fd) {
-    return proto::WriteWithFd(fd_, reply_.data(), reply_.size(), store_->dram().fd());
+    return proto::WriteWithFd(fd_, reply_.data(), reply_.size(), store_->pool_fd());
   }
   return proto::WriteFull(fd_, reply_.data(), reply_.size(), server_->options().io_timeout_ms);
 }
@@ -284,7 +284,7 @@ Status Session::Hello(std::string_view body) {
   const ServerOptions& opt = server_->options();
   proto::HelloReply rep;
   rep.server_rank = opt.rank;
-  rep.pool_size = store_->dram().capacity();
+  rep.pool_size = store_->pool_capacity();
   rep.shm = unix_socket_ ? 1 : 0;
   rep.max_key_bytes = store_->options().max_key_bytes;
   rep.max_object_bytes = store_->options().max_object_bytes;
@@ -333,7 +333,7 @@ Status Session::PutInline(std::string_view tenant, std::string_view key, std::st
   PutOptions po{group_id, (flags & proto::kPutUpsert) != 0};
   Result<AllocGrant> g = store_->Alloc(caller_, {tenant, key}, value.size(), po);
   if (!g.ok()) return g.status();
-  std::memcpy(store_->dram().base() + g->offset, value.data(), value.size());
+  std::memcpy(g->data, value.data(), value.size());
   return store_->Commit(caller_, g->alloc_id);
 }
 
@@ -363,7 +363,7 @@ Status Session::GetInline(std::string_view tenant, std::string_view key) {
   const size_t mark = reply_.size();
   Writer w(&reply_);
   char* dst = w.BlobSpace(g->size);
-  std::memcpy(dst, store_->dram().base() + g->offset, g->size);
+  std::memcpy(dst, g->data, g->size);
   Status st = store_->Release(caller_, g->lease_id);
   if (!st.ok()) reply_.resize(mark);  // never hand out bytes that may have been reused
   return st;
@@ -482,8 +482,7 @@ Status Session::BatchPut(std::string_view body) {
   std::vector<size_t> idx;
   for (size_t i = 0; i < grants.size(); ++i) {
     if (!grants[i].ok()) continue;
-    std::memcpy(store_->dram().base() + grants[i]->offset, req.items[i].value.data(),
-                req.items[i].value.size());
+    std::memcpy(grants[i]->data, req.items[i].value.data(), req.items[i].value.size());
     ids.push_back(grants[i]->alloc_id);
     idx.push_back(i);
   }
@@ -537,7 +536,7 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
         bytes += g->size;
         const size_t mark = reply_.size();
         w.ItemStatus(Status::Ok());
-        std::memcpy(w.BlobSpace(g->size), store_->dram().base() + g->offset, g->size);
+        std::memcpy(w.BlobSpace(g->size), g->data, g->size);
         if (Status st = store_->Release(caller_, g->lease_id); !st.ok()) {
           reply_.resize(mark);
           w.ItemStatus(st);

@@ -128,7 +128,10 @@ uint64_t Store::NextId(Shard& shard) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     z ^= z >> 31;
     const uint64_t id = (z << 8) | shard.index;
-    if ((z << 8) == 0 || shard.pending.count(id) != 0 || shard.leases.count(id) != 0) continue;
+    if ((z << 8) == 0 || shard.pending.count(id) != 0 || shard.leases.count(id) != 0 ||
+        shard.pins.count(id) != 0) {
+      continue;
+    }
     return id;
   }
 }
@@ -279,7 +282,7 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->owner = caller.session;
   blob->name_space = std::string(caller.name_space);
   blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
-  AllocGrant grant{blob->alloc_id, extent.offset, size};
+  AllocGrant grant{blob->alloc_id, extent.offset, size, dram_->base() + extent.offset};
   shard.pending.emplace(blob->alloc_id, &*it);
   it->second.pending = std::move(blob);
   return grant;
@@ -390,7 +393,8 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
   (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
   TouchLocked(shard, *it, now);
-  return LeaseGrant{id, blob.extent.offset, blob.size, deadline};
+  return LeaseGrant{id, blob.extent.offset, blob.size, deadline,
+                    dram_->base() + blob.extent.offset};
 }
 
 Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {

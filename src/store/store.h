@@ -127,15 +127,26 @@ struct AllocItem {
 
 struct AllocGrant {
   uint64_t alloc_id = 0;
-  uint64_t offset = 0;  // into the DRAM pool
+  uint64_t offset = 0;  // into the DRAM pool (what a shared-memory client is told)
   uint64_t size = 0;
+  uint8_t* data = nullptr;  // the same bytes in this process: write them, then Commit
 };
 
 struct LeaseGrant {
   uint64_t lease_id = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
-  int64_t deadline_nanos = 0;  // on the store clock (CLOCK_MONOTONIC for the real one)
+  int64_t deadline_nanos = 0;     // on the store clock (CLOCK_MONOTONIC for the real one)
+  const uint8_t* data = nullptr;  // the bytes in this process, readable until Release
+};
+
+// A pinned DRAM replica (Store::Pin): `size` bytes at `data` stay valid and
+// unchanged until the pin is released.
+struct PinGrant {
+  uint64_t pin_id = 0;
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  uint64_t generation = 0;
 };
 
 struct RemoveAllResult {
@@ -251,6 +262,26 @@ class Store {
   // left as it is).
   Status Release(const Caller& caller, uint64_t lease_id);
 
+  // --- Pins ----------------------------------------------------------------
+  // Pins the DRAM replica of `ref` (an object held only on SSD is rewarmed
+  // first) if its value is at `generation` (0: whatever value is there). Until
+  // Unpin, or ReleasePins(owner), the bytes are neither evicted, demoted nor
+  // reused; a remove or upsert hides the old value at once and frees its range
+  // after the last pin. Each pin charges its replica's allocated bytes to
+  // `owner`'s budget of `budget_bytes` (0: unlimited); a replica pinned more
+  // than once by one owner is charged once. Errors: NOT_FOUND (no such key, or
+  // not at `generation`), NO_SPACE (the owner's budget is spent, or no DRAM
+  // for the rewarm), RETRY, IO_ERROR, INVALID_ARGUMENT, TOO_LARGE as for Lease.
+  // Not counted as a client get.
+  Result<PinGrant> Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
+                       uint64_t budget_bytes);
+  // Releases one pin of `owner`. NOT_FOUND for an unknown id or another owner's.
+  Status Unpin(uint64_t owner, uint64_t pin_id);
+  // Releases every pin of `owner` (it went away); returns how many.
+  size_t ReleasePins(uint64_t owner);
+  // Bytes charged to `owner` now.
+  uint64_t PinnedBytes(uint64_t owner) const;
+
   // --- Lookups and removal -------------------------------------------------
   Status Exist(const Caller& caller, const ObjectRef& ref);              // `exist_key`
   Result<ObjectInfo> Query(const Caller& caller, const ObjectRef& ref);  // `query`
@@ -334,6 +365,13 @@ class Store {
 
   StoreStats Stats() const;
   const OpStats& op_stats() const { return op_stats_; }
+  // The DRAM pool's descriptor and size, for clients that map it (the Unix
+  // socket's handshake), and its allocator figures.
+  int pool_fd() const { return dram_->fd(); }
+  uint64_t pool_capacity() const { return dram_->capacity(); }
+  AllocatorStats DramStats() const { return dram_->Stats(); }
+  // The pool itself: for the store's own tests only (everyone else goes
+  // through grants, leases and pins).
   DramPool& dram() { return *dram_; }
   const StoreOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
@@ -439,6 +477,15 @@ class Store {
   std::atomic<uint64_t> next_generation_{1};
 
   std::mutex evict_mu_;  // one evictor at a time
+
+  // Pins by owner (store_pin.cc); taken inside a shard lock, never around one.
+  struct OwnerPins {
+    uint64_t bytes = 0;
+    std::unordered_map<const Blob*, uint32_t> replicas;  // pins per replica
+    std::unordered_map<uint64_t, uint32_t> ids;          // pin id -> shard
+  };
+  mutable std::mutex pins_mu_;
+  std::unordered_map<uint64_t, OwnerPins> pin_owners_;
 
   mutable std::mutex quarantine_mu_;
   std::unordered_map<uint64_t, std::vector<std::pair<Extent, uint64_t>>> quarantine_;

@@ -86,8 +86,9 @@ struct Store::Shard {
   Map map;                              // composite key -> entry
   std::list<Map::value_type*> lru;      // front = most recent; entries with a DRAM replica
   std::list<Map::value_type*> ssd_lru;  // front = most recent; entries with an SSD replica
-  std::unordered_map<uint64_t, Map::value_type*> pending;  // alloc id -> entry
-  std::unordered_map<uint64_t, LeaseRecord> leases;        // lease id -> record
+  std::unordered_map<uint64_t, Map::value_type*> pending;         // alloc id -> entry
+  std::unordered_map<uint64_t, LeaseRecord> leases;               // lease id -> record
+  std::unordered_map<uint64_t, std::pair<Blob*, uint64_t>> pins;  // pin id -> (replica, owner)
   std::unordered_map<Blob*, std::unique_ptr<Blob>> zombies;
   uint64_t zombie_bytes = 0;
   uint64_t readable = 0;     // entries readable on some medium

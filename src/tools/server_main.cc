@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   if (Status st = m.Start(); !st.ok()) return Fail(st);
 
   spdlog::info("tierkv-server ready: node {}, rank {}, DRAM pool {}", config->node_id,
-               config->server.rank, FormatByteSize(m.store().dram().capacity()));
+               config->server.rank, FormatByteSize(m.store().pool_capacity()));
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
   } else if (m.store().has_ssd()) {
