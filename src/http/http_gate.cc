@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/clock.h"
+#include "common/event_fd.h"
 #include "http/http_head.h"
 
 namespace tierkv {
@@ -26,12 +28,6 @@ constexpr uint64_t kTagWake = ~0ull;
 constexpr uint64_t kTagListen = ~0ull - 1;
 constexpr int64_t kSweepEveryNs = 50'000'000;
 constexpr int64_t kLingerNs = 2'000'000'000;  // reading what follows a closing answer
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 int64_t MsToNs(int ms) { return int64_t{ms} * 1'000'000; }
 
@@ -143,8 +139,7 @@ void HttpGate::Stop() {
   stopped_ = true;
   stopping_.store(true);
   if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    PokeEventFd(wake_fd_);
   }
   if (loop_.joinable()) loop_.join();
   jobs_cv_.notify_all();
@@ -164,7 +159,7 @@ HttpGateStats HttpGate::Stats() const {
 
 void HttpGate::Loop() {
   epoll_event events[256];
-  int64_t last_sweep = NowNs();
+  int64_t last_sweep = RealClock()->NowNanos();
   for (;;) {
     const int n = epoll_wait(epoll_fd_, events, std::size(events), 100);
     if (n < 0 && errno != EINTR) return;
@@ -181,7 +176,7 @@ void HttpGate::Loop() {
         OnEvent(it->second.get(), events[i].events);
       }
     }
-    const int64_t now = NowNs();
+    const int64_t now = RealClock()->NowNanos();
     if (now - last_sweep >= kSweepEveryNs) {
       Sweep(now);
       last_sweep = now;
@@ -211,7 +206,7 @@ void HttpGate::Accept() {
     len = sizeof(local);
     getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
     Address(local, &c->ex.local_ip, &c->ex.local_port);
-    const int64_t now = NowNs();
+    const int64_t now = RealClock()->NowNanos();
     c->deadline_ns = now + MsToNs(options_.request_timeout_ms);
     c->idle_since_ns = now;
     if (options_.tls != nullptr) {
@@ -307,7 +302,7 @@ void HttpGate::ReadSome(Conn* c) {
     }
     if (!c->has_bytes) {
       c->has_bytes = true;
-      if (c->idle) c->deadline_ns = NowNs() + MsToNs(options_.request_timeout_ms);
+      if (c->idle) c->deadline_ns = RealClock()->NowNanos() + MsToNs(options_.request_timeout_ms);
       c->idle = false;
     }
     c->in.append(buf, static_cast<size_t>(n));
@@ -364,7 +359,7 @@ void HttpGate::Answer(Conn* c, int status, const std::string& message) {
   c->close_after = true;
   c->read_after_write = false;
   c->st = Conn::St::kWrite;
-  c->deadline_ns = NowNs() + MsToNs(options_.request_timeout_ms);
+  c->deadline_ns = RealClock()->NowNanos() + MsToNs(options_.request_timeout_ms);
   Flush(c);
 }
 
@@ -397,7 +392,7 @@ void HttpGate::Flush(Conn* c) {
     if (c->ssl != nullptr) SSL_shutdown(c->ssl);
     shutdown(c->fd, SHUT_WR);
     c->st = Conn::St::kLinger;
-    c->deadline_ns = NowNs() + kLingerNs;
+    c->deadline_ns = RealClock()->NowNanos() + kLingerNs;
     c->idle_since_ns = 0;  // the first to go when room is needed
     Want(c, EPOLLIN);
     return Discard(c);
@@ -407,7 +402,7 @@ void HttpGate::Flush(Conn* c) {
   if (c->read_after_write) {
     c->read_after_write = false;  // the body of the same request comes now
   } else {
-    const int64_t now = NowNs();
+    const int64_t now = RealClock()->NowNanos();
     c->idle = true;
     c->has_bytes = false;
     c->continue_sent = false;
@@ -443,7 +438,7 @@ void HttpGate::Completed() {
     c->out_off = 0;
     c->close_after = c->ex.close || c->ex.closed_by_handler;
     c->st = Conn::St::kWrite;
-    c->deadline_ns = NowNs() + MsToNs(options_.request_timeout_ms);
+    c->deadline_ns = RealClock()->NowNanos() + MsToNs(options_.request_timeout_ms);
     Flush(c);
   }
 }
@@ -459,8 +454,7 @@ void HttpGate::WorkerLoop() {
     handler_(job.conn->ex);  // the loop does not touch a connection a worker has
     lock.lock();
     done_.push_back(job);
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    PokeEventFd(wake_fd_);
   }
 }
 

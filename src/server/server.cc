@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/clock.h"
+#include "common/event_fd.h"
 #include "protocol/frame.h"
 #include "protocol/socket_io.h"
 #include "server/session.h"
@@ -108,12 +110,6 @@ constexpr uint64_t kTagUds = ~0ull - 1;
 constexpr uint64_t kTagTcp = ~0ull - 2;
 constexpr auto kWorkerIdle = std::chrono::seconds(5);  // an idle worker ends after this
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Room for max_open_connections descriptors: lift the soft limit to the hard one.
 void RaiseFileLimit(uint64_t wanted) {
   rlimit rl{};
@@ -172,7 +168,7 @@ void Server::PollLoop() {
     {
       std::lock_guard<std::mutex> lock(conns_mu_);
       if (!handshakes_.empty()) {
-        const int64_t wait = handshakes_.front().first - NowNs();
+        const int64_t wait = handshakes_.front().first - RealClock()->NowNanos();
         timeout_ms = static_cast<int>(std::clamp<int64_t>(wait / 1'000'000 + 1, 1, 1000));
       }
     }
@@ -196,7 +192,7 @@ void Server::PollLoop() {
       }
       Ready(conn);
     }
-    CloseExpiredHandshakes(NowNs());
+    CloseExpiredHandshakes(RealClock()->NowNanos());
   }
 }
 
@@ -225,7 +221,7 @@ void Server::Accept(int listen_fd, bool unix_socket) {
       auto conn = std::make_unique<Conn>();
       conn->id = next_session_.fetch_add(1);
       conn->fd = fd;
-      const int64_t now = NowNs();
+      const int64_t now = RealClock()->NowNanos();
       const int64_t deadline = now + int64_t{options_.handshake_timeout_ms} * 1'000'000;
       conn->session = std::make_unique<Session>(this, store_, fd, unix_socket, conn->id, deadline);
       conn->parked_ns = now;
@@ -334,7 +330,7 @@ void Server::Park(Conn* conn) {
     if (!stopping_.load()) {
       conn->working = false;
       --working_;
-      conn->parked_ns = NowNs();
+      conn->parked_ns = RealClock()->NowNanos();
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
       ev.data.u64 = conn->id;
@@ -365,8 +361,7 @@ void Server::Stop() {
   stopped_ = true;
   stopping_.store(true);
   if (wake_fd_ >= 0) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    PokeEventFd(wake_fd_);
   }
   if (poller_.joinable()) poller_.join();
   if (uds_fd_ >= 0) {

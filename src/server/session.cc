@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/clock.h"
 #include "common/tracer.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
@@ -39,12 +40,6 @@ Session::~Session() {
 }
 
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Waits up to `ms` (< 0: forever) for `fd` to become readable (or to end).
 bool WaitReadable(int fd, int ms) {
@@ -89,7 +84,7 @@ bool Session::Serve(int park_ms) {
                               : std::clamp(2 * gap_ewma_us_ / 1000 + 1,
                                            std::min(kMinParkWaitMs, park_ms), park_ms);
     if (!hello_done_) {
-      const int64_t left_ms = (handshake_deadline_ns_ - NowNs()) / 1'000'000;
+      const int64_t left_ms = (handshake_deadline_ns_ - RealClock()->NowNanos()) / 1'000'000;
       if (left_ms <= 0) {
         server_->CountHandshakeTimeout();
         return false;

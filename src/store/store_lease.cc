@@ -1,0 +1,104 @@
+// Read leases: grant, release, and expiry (reaping) of leases and grants.
+#include "store/store_internal.h"
+
+namespace tierkv {
+namespace {
+
+int64_t MsToNs(int64_t ms) { return ms * 1'000'000; }
+
+}  // namespace
+
+// Detaches expired leases from their blobs (freeing zombies whose last lease
+// ended) and forgets tombstones older than lease_tombstone_ms.
+size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
+  size_t expired = 0;
+  const int64_t tombstone_ns = MsToNs(options_.lease_tombstone_ms);
+  for (auto it = shard.leases.begin(); it != shard.leases.end();) {
+    LeaseRecord& rec = it->second;
+    if (rec.blob != nullptr && now > rec.deadline) {
+      Blob* blob = static_cast<Blob*>(rec.blob);
+      rec.blob = nullptr;
+      --blob->leases;
+      ++expired;
+      FreeZombieLocked(shard, blob);
+    }
+    if (rec.blob == nullptr && now > rec.deadline + tombstone_ns) {
+      it = shard.leases.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  expired_leases_.fetch_add(expired, std::memory_order_relaxed);
+  return expired;
+}
+
+// ---------------------------------------------------------------------------
+// Reads.
+
+Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite,
+                                      const Caller& caller, bool* cold, bool from_ssd) {
+  auto it = shard.map.find(composite);
+  if (it == shard.map.end() || !it->second.current) {
+    if (cold != nullptr) *cold = it != shard.map.end() && it->second.ssd != nullptr;
+    return NotFound("key not found");
+  }
+  Blob& blob = *it->second.current;
+  const int64_t now = clock_->NowNanos();
+  const int64_t deadline = now + MsToNs(options_.lease_ms);
+  const uint64_t id = NextId(shard);
+  shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
+  ++blob.leases;
+  blob.lease_deadline = std::max(blob.lease_deadline, deadline);
+  (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
+  TouchLocked(shard, *it, now);
+  return LeaseGrant{id, blob.extent.offset, blob.size, deadline,
+                    dram_->base() + blob.extent.offset};
+}
+
+Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
+  Status st = ValidateTenant(ref.tenant);
+  if (st.ok()) st = ValidateKey(ref.key);
+  if (!st.ok()) {
+    op_stats_.Record(Op::kGet, st.code(), caller.rank);
+    return st;
+  }
+  const std::string composite = Composite(ref.tenant, ref.key);
+  Shard& shard = ShardFor(composite);
+  bool cold = false;
+  Result<LeaseGrant> r = [&] {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    return LeaseLocked(shard, composite, caller, &cold);
+  }();
+  if (cold) r = LeaseCold(shard, composite, caller);
+  op_stats_.Record(Op::kGet, r.code(), caller.rank);
+  return r;
+}
+
+Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session) {
+  auto it = shard.leases.find(lease_id);
+  if (it == shard.leases.end() || it->second.owner != session) {
+    return NotFound("unknown lease id");
+  }
+  LeaseRecord rec = it->second;
+  shard.leases.erase(it);
+  if (rec.blob == nullptr) {
+    return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
+  }
+  Blob* blob = static_cast<Blob*>(rec.blob);
+  --blob->leases;
+  const bool expired = clock_->NowNanos() > rec.deadline;
+  if (expired) expired_leases_.fetch_add(1, std::memory_order_relaxed);
+  FreeZombieLocked(shard, blob);
+  if (expired) {
+    return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
+  }
+  return Status::Ok();
+}
+
+Status Store::Release(const Caller& caller, uint64_t lease_id) {
+  Shard& shard = ShardOfId(lease_id);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  return ReleaseLocked(shard, lease_id, caller.session);
+}
+
+}  // namespace tierkv
