@@ -42,26 +42,14 @@ class HttpConn {
     return proto::WriteFull(fd_, bytes.data(), bytes.size(), 5000).ok();
   }
   // Everything the manager sends until it closes or `ms` pass without a byte.
-  std::string ReadAll(int ms = 5000) {
+  std::string ReadAll(int ms = 5000) { return ReadUntil("", ms); }
+  // Reads until `needle` has arrived (empty: never), the connection ends or
+  // `ms` pass without a byte.
+  std::string ReadUntil(std::string_view needle, int ms = 5000) {
     std::string out;
     char buf[65536];
     pollfd p{fd_, POLLIN, 0};
-    while (poll(&p, 1, ms) > 0) {
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) {
-        closed_ = true;
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  // Reads until `needle` has arrived (or the connection ends / 5 s pass).
-  std::string ReadUntil(std::string_view needle) {
-    std::string out;
-    char buf[65536];
-    pollfd p{fd_, POLLIN, 0};
-    while (out.find(needle) == std::string::npos && poll(&p, 1, 5000) > 0) {
+    while ((needle.empty() || out.find(needle) == std::string::npos) && poll(&p, 1, ms) > 0) {
       const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
       if (n <= 0) {
         closed_ = true;

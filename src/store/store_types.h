@@ -1,0 +1,151 @@
+// The value types of the store's interface: options, callers, grants, leases,
+// pins, snapshot records and statistics. Only store.h includes it.
+#ifndef TIERKV_STORE_STORE_TYPES_H_
+#define TIERKV_STORE_STORE_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "media/offset_allocator.h"
+#include "media/ssd_tier.h"
+#include "tierkv/types.h"
+
+namespace tierkv {
+
+struct StoreOptions {
+  uint32_t shards = 64;                // power of two, 1..256
+  int64_t lease_ms = 2000;             // read lease length
+  int64_t alloc_timeout_ms = 30000;    // an uncommitted alloc is revoked after this
+  int64_t lease_tombstone_ms = 60000;  // how long an expired lease still answers LEASE_EXPIRED
+  double high_watermark = 0.9;         // background eviction starts above this fill
+  double low_watermark = 0.8;          // ... and stops at this one
+  uint32_t max_key_bytes = 1024;
+  uint64_t max_object_bytes = 256ull << 20;
+  uint32_t max_group_bytes = 256;        // longest group_id accepted
+  int64_t maintenance_interval_ms = 20;  // reaper / evictor period
+  // SSD tier (only with AttachSsd).
+  double ssd_high_watermark = 0.9;
+  double ssd_low_watermark = 0.8;
+  bool ssd_write_through = false;       // copy every committed object to SSD at once
+  int64_t ssd_error_backoff_ms = 1000;  // no new SSD writes this long after an I/O error
+  Clock* clock = nullptr;               // null: the real clock
+  // Bytes of recent changes the change feed keeps for readers (0: none; the
+  // sequence numbers are assigned all the same).
+  size_t journal_bytes = 0;
+};
+
+// One readable replica in a snapshot (Store::Snapshot).
+struct SnapshotRecord {
+  std::string tenant;
+  std::string key;
+  std::string group_id;
+  Medium medium = Medium::kDram;
+  uint64_t size = 0;
+  uint64_t generation = 0;
+  uint64_t sequence = 0;  // the change at which this replica was announced stored
+};
+
+// Who makes a call: the session (for grant ownership and cleanup; 0 = the manager
+// itself) and the client's declared rank (for per-rank counters).
+struct Caller {
+  Caller() = default;
+  Caller(uint64_t s, uint32_t r, std::string_view ns = {}) : session(s), rank(r), name_space(ns) {}
+  uint64_t session = 0;
+  uint32_t rank = 0;
+  std::string_view name_space;  // the session's declared namespace ("" = none); put records it
+};
+
+struct ObjectRef {
+  std::string_view tenant;
+  std::string_view key;
+};
+
+struct PutOptions {
+  std::string_view group_id;
+  bool upsert = false;  // replace an existing readable value instead of DUPLICATED
+};
+
+struct AllocItem {
+  std::string_view key;
+  uint64_t size = 0;
+  PutOptions options;
+};
+
+struct AllocGrant {
+  uint64_t alloc_id = 0;
+  uint64_t offset = 0;  // into the DRAM pool (what a shared-memory client is told)
+  uint64_t size = 0;
+  uint8_t* data = nullptr;  // the same bytes in this process: write them, then Commit
+};
+
+struct LeaseGrant {
+  uint64_t lease_id = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  int64_t deadline_nanos = 0;     // on the store clock (CLOCK_MONOTONIC for the real one)
+  const uint8_t* data = nullptr;  // the bytes in this process, readable until Release
+};
+
+// A pinned DRAM replica (Store::Pin): `size` bytes at `data` stay valid and
+// unchanged until the pin is released.
+struct PinGrant {
+  uint64_t pin_id = 0;
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  uint64_t generation = 0;
+};
+
+struct RemoveAllResult {
+  uint64_t removed = 0;
+  uint64_t skipped = 0;  // leased or in-flight objects left in place (force=false)
+  bool cleared = false;  // the tenant was emptied and OnTenantCleared announced
+};
+
+// The SSD tier and movement between tiers. Zero without an SSD tier.
+struct TierStats {
+  bool enabled = false;
+  std::string engine;   // "io_uring" / "pread"
+  bool direct = false;  // O_DIRECT
+  AllocatorStats ssd;
+  uint64_t ssd_objects = 0;  // objects with an SSD replica
+  uint64_t flush_blobs = 0;  // writes to SSD (demotion and write-through)
+  uint64_t flush_bytes = 0;
+  uint64_t flush_failed = 0;  // SSD writes that failed (no room, I/O error)
+  uint64_t demoted = 0;       // DRAM replicas dropped with an SSD replica kept
+  uint64_t rewarm = 0;        // SSD -> DRAM copies made
+  uint64_t rewarm_failed = 0;
+  uint64_t rewarm_bytes = 0;
+  uint64_t rewarm_bytes_current = 0;  // in flight now
+  uint64_t rewarm_waiting = 0;        // gets waiting for another get's rewarm now
+  uint64_t get_hits_ssd = 0;          // gets served after a rewarm
+  uint64_t ssd_evicted_objects = 0;
+  uint64_t ssd_evicted_bytes = 0;
+  uint64_t io_errors = 0;      // failed SSD reads and writes
+  uint64_t corrupt_blobs = 0;  // replicas dropped for a bad checksum (reads)
+  uint64_t prefetch_scheduled = 0;
+  uint64_t write_through_dropped = 0;  // write-through jobs dropped (queue full)
+  SsdRecoveryStats recovered;          // what the start-up scan found
+};
+
+struct StoreStats {
+  uint64_t objects = 0;  // readable objects
+  uint64_t pending_allocs = 0;
+  uint64_t active_leases = 0;
+  uint64_t zombie_bytes = 0;  // removed but still leased
+  uint64_t quarantined_bytes = 0;
+  uint64_t evicted_objects = 0;
+  uint64_t evicted_bytes = 0;
+  uint64_t eviction_rounds = 0;
+  uint64_t revoked_allocs = 0;
+  uint64_t expired_leases = 0;
+  uint64_t get_hits_dram = 0;  // leases granted on a DRAM replica
+  bool evicting = false;       // an eviction round is running now
+  AllocatorStats dram;
+  TierStats tier;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_STORE_STORE_TYPES_H_
