@@ -178,10 +178,7 @@ void ClientLoop(int id, const std::string& address, double deadline, Tally* t,
 
 int Run(const Options& opt) {
   const std::string events = "ipc:///tmp/tierkv-soak-" + std::to_string(getpid());
-  struct Unlink {  // the ipc endpoint is a socket file: remove it at the end
-    std::string path;
-    ~Unlink() { unlink(path.c_str()); }
-  } unlink_events{events.substr(std::string("ipc://").size())};
+  testing::UnlinkAtExit unlink_events(events.substr(std::string("ipc://").size()));
   testing::ManagerProcess manager({"--dram-size", opt.dram_size, "--kv-events-endpoint", events,
                                    "--log-level", "error", "--handshake-timeout-ms", "1000",
                                    "--metrics-request-timeout-ms", "5000"});

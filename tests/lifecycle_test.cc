@@ -118,10 +118,7 @@ TEST(Lifecycle, SigtermWithClientsAttachedExitsZeroAfterAnsweringInFlightCalls) 
 
 TEST(Lifecycle, ClientReconnectsAfterTheManagerRestarts) {
   const std::string path = "/tmp/tierkv-reconnect-" + std::to_string(getpid()) + ".sock";
-  struct Unlink {
-    const std::string& path;
-    ~Unlink() { unlink(path.c_str()); }  // the last manager is killed, leaving its socket file
-  } unlink_at_end{path};
+  testing::UnlinkAtExit unlink_at_end(path);  // the last manager is killed, leaving it
   auto m = std::make_unique<ManagerProcess>(std::vector<std::string>{"--uds-path", path});
   auto c = Client::Connect(m->uds());
   ASSERT_TRUE(c.ok());

@@ -151,6 +151,8 @@ uint64_t StatusField(pid_t pid, const std::string& field) {
 
 }  // namespace
 
+UnlinkAtExit::~UnlinkAtExit() { unlink(path_.c_str()); }
+
 uint64_t ProcessRssBytes(pid_t pid) { return StatusField(pid, "VmRSS:") * 1024; }
 
 uint64_t ProcessThreads(pid_t pid) { return StatusField(pid, "Threads:"); }

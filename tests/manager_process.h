@@ -58,6 +58,19 @@ bool WaitFor(Fn fn, int ms = 10000) {
   return fn();
 }
 
+// Unlinks `path` when it goes out of scope: the socket files a test or a
+// benchmark binds itself (a killed manager leaves its own behind).
+class UnlinkAtExit {
+ public:
+  explicit UnlinkAtExit(std::string path) : path_(std::move(path)) {}
+  ~UnlinkAtExit();
+  UnlinkAtExit(const UnlinkAtExit&) = delete;
+  UnlinkAtExit& operator=(const UnlinkAtExit&) = delete;
+
+ private:
+  std::string path_;
+};
+
 // Resident set size of process `pid` in bytes (0 if it cannot be read).
 uint64_t ProcessRssBytes(pid_t pid);
 // Threads of process `pid` (0 if it cannot be read).

@@ -152,10 +152,8 @@ Status RestServer::Start() {
   g.request_timeout_ms = options_.request_timeout_ms;
   g.keepalive_ms = options_.keepalive_ms;
   g.max_body_bytes = options_.max_body_bytes;
-  g.error_body = [](const std::string& m) {
-    return ErrorBody(m, std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count());
+  g.error_body = [clock = deps_.store->clock()](const std::string& m) {
+    return ErrorBody(m, clock->NowUnixMillis());
   };
   gate_ = std::make_unique<HttpGate>(std::move(g), [this](HttpExchange& ex) { http_->Handle(ex); });
   if (Status st = gate_->Start(); !st.ok()) {

@@ -92,6 +92,11 @@ Status Store::ValidateKey(std::string_view key) const {
   return Status::Ok();
 }
 
+Status Store::ValidateRef(const ObjectRef& ref) const {
+  Status st = ValidateTenant(ref.tenant);
+  return st.ok() ? ValidateKey(ref.key) : st;
+}
+
 Status Store::ValidatePut(std::string_view key, uint64_t size, const PutOptions& options) const {
   if (Status st = ValidateKey(key); !st.ok()) return st;
   if (size == 0) return InvalidArgument("size must be at least 1 byte");

@@ -53,6 +53,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
@@ -248,6 +249,8 @@ class Store {
   // Validation shared with the protocol edge. INVALID_ARGUMENT / TOO_LARGE.
   Status ValidateTenant(std::string_view tenant) const;
   Status ValidateKey(std::string_view key) const;
+  // Tenant, then key.
+  Status ValidateRef(const ObjectRef& ref) const;
   // Key, size and group_id of a put. INVALID_ARGUMENT / TOO_LARGE.
   Status ValidatePut(std::string_view key, uint64_t size, const PutOptions& options) const;
 
@@ -351,7 +354,7 @@ class Store {
   struct OwnerPins {
     uint64_t bytes = 0;
     std::unordered_map<const Blob*, uint32_t> replicas;  // pins per replica
-    std::unordered_map<uint64_t, uint32_t> ids;          // pin id -> shard
+    std::unordered_set<uint64_t> ids;                    // its pin ids
   };
   mutable std::mutex pins_mu_;
   std::unordered_map<uint64_t, OwnerPins> pin_owners_;

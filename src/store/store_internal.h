@@ -101,6 +101,10 @@ struct Store::Victim {
   std::string composite;
 };
 
+// How often a read of an SSD-only object rewarms it before giving up with RETRY
+// (each time the fresh DRAM copy was evicted again before it could be held).
+inline constexpr int kColdAttempts = 4;
+
 // "tenant\0key": tenants never contain NUL, so this is unambiguous.
 inline std::string Composite(std::string_view tenant, std::string_view key) {
   std::string out;

@@ -56,8 +56,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
 }
 
 Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidateKey(ref.key);
+  Status st = ValidateRef(ref);
   if (!st.ok()) {
     op_stats_.Record(Op::kGet, st.code(), caller.rank);
     return st;

@@ -37,8 +37,7 @@ Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite
 }
 
 Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidateKey(ref.key);
+  Status st = ValidateRef(ref);
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
@@ -51,8 +50,7 @@ Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
 }
 
 Result<ObjectInfo> Store::Query(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidateKey(ref.key);
+  Status st = ValidateRef(ref);
   if (!st.ok()) {
     op_stats_.Record(Op::kQuery, st.code(), caller.rank);
     return st;
@@ -87,8 +85,7 @@ Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
 }
 
 Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidateKey(ref.key);
+  Status st = ValidateRef(ref);
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);

@@ -8,20 +8,13 @@
 #include "store/store_internal.h"
 
 namespace tierkv {
-namespace {
-
-constexpr int kPinColdAttempts = 4;
-
-}  // namespace
-
 Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
                             uint64_t budget_bytes) {
-  Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidateKey(ref.key);
+  Status st = ValidateRef(ref);
   if (!st.ok()) return st;
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
-  for (int attempt = 0; attempt < kPinColdAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(shard.mu);
       auto it = shard.map.find(composite);
@@ -48,7 +41,7 @@ Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t gener
           }
           ++refs;
           const uint64_t id = NextId(shard);
-          op.ids.emplace(id, shard.index);
+          op.ids.insert(id);
           shard.pins.emplace(id, std::make_pair(blob, owner));
           ++blob->pins;
           return PinGrant{id, dram_->base() + blob->extent.offset, blob->size, e.generation};
@@ -88,7 +81,7 @@ size_t Store::ReleasePins(uint64_t owner) {
     std::lock_guard<std::mutex> plock(pins_mu_);
     auto it = pin_owners_.find(owner);
     if (it == pin_owners_.end()) return 0;
-    for (const auto& [id, shard] : it->second.ids) ids.push_back(id);
+    ids.assign(it->second.ids.begin(), it->second.ids.end());
   }
   size_t n = 0;
   for (uint64_t id : ids) n += Unpin(owner, id).ok() ? 1 : 0;

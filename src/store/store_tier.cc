@@ -14,7 +14,6 @@ namespace tierkv {
 namespace {
 
 constexpr size_t kMaxQueuedWriteThrough = 4096;
-constexpr int kLeaseColdAttempts = 4;
 
 }  // namespace
 
@@ -353,7 +352,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
 
 Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
                                     const Caller& caller) {
-  for (int attempt = 0; attempt < kLeaseColdAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
     if (Status st = Rewarm(shard, composite); !st.ok()) return st;
     bool cold = false;
     std::lock_guard<std::mutex> lock(shard.mu);
