@@ -6,39 +6,62 @@ namespace tierkv {
 
 uint64_t ChangeFeed::Append(ChangeKind kind, const ReplicaEvent& event) {
   if (budget_ == 0) return last_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  Change c;
+  std::lock_guard<std::mutex> lock(mu_);
+  Change& c = NextSlot();
   c.kind = kind;
-  c.tenant = std::string(event.tenant);
-  c.key = std::string(event.key);
-  c.group_id = std::string(event.group_id);
+  c.tenant.assign(event.tenant);
+  c.key.assign(event.key);
+  c.group_id.assign(event.group_id);
+  c.name_space.assign(event.name_space);
   c.medium = event.medium;
   c.size = event.size;
   c.generation = event.generation;
   c.cause = event.cause;
-  return Journal(std::move(c));
+  return Commit(c);
 }
 
 uint64_t ChangeFeed::AppendCleared(std::string_view tenant) {
   if (budget_ == 0) return last_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  Change c;
+  std::lock_guard<std::mutex> lock(mu_);
+  Change& c = NextSlot();
   c.kind = ChangeKind::kCleared;
-  c.tenant = std::string(tenant);
-  return Journal(std::move(c));
+  c.tenant.assign(tenant);
+  c.key.clear();
+  c.group_id.clear();
+  c.name_space.clear();
+  c.medium = Medium::kDram;
+  c.size = 0;
+  c.generation = 0;
+  c.cause = RemoveCause::kRemoved;
+  return Commit(c);
 }
 
-uint64_t ChangeFeed::Journal(Change c) {
-  std::lock_guard<std::mutex> lock(mu_);
+Change& ChangeFeed::NextSlot() {
+  if (count_ == ring_.size()) {
+    // Full: double it, the oldest change first.
+    std::vector<Change> grown(std::max<size_t>(16, ring_.size() * 2));
+    for (size_t i = 0; i < count_; ++i) {
+      grown[i] = std::move(ring_[(head_ + i) & (ring_.size() - 1)]);
+    }
+    ring_ = std::move(grown);
+    head_ = 0;
+  }
+  return ring_[(head_ + count_) & (ring_.size() - 1)];
+}
+
+uint64_t ChangeFeed::Commit(Change& slot) {
   // The sequence is taken under the journal's lock, so the journal is in order.
-  c.sequence = last_.load(std::memory_order_relaxed) + 1;
-  bytes_ += Cost(c);
-  journal_.push_back(std::move(c));
-  last_.store(journal_.back().sequence, std::memory_order_release);
-  while (bytes_ > budget_ && journal_.size() > 1) {
-    bytes_ -= Cost(journal_.front());
-    journal_.pop_front();
+  slot.sequence = last_.load(std::memory_order_relaxed) + 1;
+  ++count_;
+  bytes_ += Cost(slot);
+  last_.store(slot.sequence, std::memory_order_release);
+  while (bytes_ > budget_ && count_ > 1) {
+    bytes_ -= Cost(ring_[head_]);
+    head_ = (head_ + 1) & (ring_.size() - 1);
+    --count_;
     ++first_kept_;
   }
-  return journal_.back().sequence;
+  return slot.sequence;
 }
 
 FeedRead ChangeFeed::ReadAfter(uint64_t after, size_t max) const {
@@ -52,9 +75,9 @@ FeedRead ChangeFeed::ReadAfter(uint64_t after, size_t max) const {
     return out;
   }
   const size_t begin = static_cast<size_t>(after + 1 - first_kept_);
-  const size_t end = std::min(journal_.size(), begin + max);
-  out.changes.assign(journal_.begin() + static_cast<std::ptrdiff_t>(begin),
-                     journal_.begin() + static_cast<std::ptrdiff_t>(end));
+  const size_t end = std::min(count_, begin + max);
+  out.changes.reserve(end - begin);
+  for (size_t i = begin; i < end; ++i) out.changes.push_back(At(i));
   return out;
 }
 

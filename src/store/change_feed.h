@@ -9,7 +9,9 @@
 // told so (FeedRead::behind) and must take a new snapshot (Store::Snapshot).
 //
 // Cost: without a journal, one atomic increment per announcement; with one, a
-// short critical section and a copy of the names.
+// short critical section and a copy of the names into a ring of recycled
+// entries (no allocation once the ring has grown to its steady size, unless a
+// name outgrows the entry's string capacity).
 //
 // Thread-safety: every method is thread-safe.
 #ifndef TIERKV_STORE_CHANGE_FEED_H_
@@ -17,7 +19,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct Change {
   std::string tenant;
   std::string key;  // empty for kCleared
   std::string group_id;
+  std::string name_space;  // of the value ("" = none; empty for kCleared)
   Medium medium = Medium::kDram;
   uint64_t size = 0;
   uint64_t generation = 0;
@@ -67,14 +69,22 @@ class ChangeFeed {
 
  private:
   static size_t Cost(const Change& c) {
-    return sizeof(Change) + c.tenant.size() + c.key.size() + c.group_id.size();
+    return sizeof(Change) + c.tenant.size() + c.key.size() + c.group_id.size() +
+           c.name_space.size();
   }
-  uint64_t Journal(Change c);
+  // The slot for the next change, the ring grown if full (mu_ held).
+  Change& NextSlot();
+  uint64_t Commit(Change& slot);  // sequence, account, trim (mu_ held)
+  const Change& At(size_t i) const { return ring_[(head_ + i) & (ring_.size() - 1)]; }
 
   const size_t budget_;
   std::atomic<uint64_t> last_{0};
   mutable std::mutex mu_;
-  std::deque<Change> journal_;  // sequences first_kept_ .. last_, contiguous
+  // The journal: count_ changes, sequences first_kept_ .. last_, contiguous,
+  // starting at ring_[head_]; ring_.size() is a power of two.
+  std::vector<Change> ring_;
+  size_t head_ = 0;
+  size_t count_ = 0;
   uint64_t first_kept_ = 1;
   size_t bytes_ = 0;
 };

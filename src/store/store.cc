@@ -150,8 +150,15 @@ uint64_t Store::NextId(Shard& shard) {
 
 void Store::Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
                      bool stored, RemoveCause cause) {
-  ReplicaEvent ev{TenantOf(kv.first), KeyOf(kv.first), group, medium, size, cause};
+  ReplicaEvent ev;
+  ev.tenant = TenantOf(kv.first);
+  ev.key = KeyOf(kv.first);
+  ev.group_id = group;
+  ev.medium = medium;
+  ev.size = size;
+  ev.cause = cause;
   ev.generation = kv.second.generation;
+  ev.name_space = kv.second.name_space;
   ev.sequence = feed_.Append(stored ? ChangeKind::kStored : ChangeKind::kRemoved, ev);
   if (stored) (medium == Medium::kSsd ? kv.second.ssd_seq : kv.second.dram_seq) = ev.sequence;
   for (ReplicaObserver* o : observers_) {
@@ -285,13 +292,13 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     st = CheckPutLocked(shard, composite, options);
   }
   if (!st.ok()) return finish(st);
   Result<Extent> space = AllocateSpace(size);
   if (!space.ok()) return finish(space.status());
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   st = CheckPutLocked(shard, composite, options);  // a racing put may have won meanwhile
   if (!st.ok()) {
     FreeExtent(*space, size);
@@ -340,7 +347,7 @@ Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
   Shard& shard = ShardOfId(alloc_id);
   Status st;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     st = CommitLocked(shard, alloc_id, caller.session);
   }
   DrainSsdTrash();  // an upsert may have replaced an SSD replica
@@ -350,7 +357,7 @@ Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
 
 Status Store::Abort(const Caller& caller, uint64_t alloc_id) {
   Shard& shard = ShardOfId(alloc_id);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   auto pit = shard.pending.find(alloc_id);
   if (pit == shard.pending.end() || pit->second->second.pending->owner != caller.session) {
     return NotFound("unknown alloc id");

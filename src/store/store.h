@@ -297,6 +297,9 @@ class Store {
   void Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
                 bool stored, RemoveCause cause);
   void UnpinLocked(Shard& shard, Blob* blob);
+  // Appends kv's replicas announced at or before `watermark` (shard lock held).
+  static void CopyReadable(const Map::value_type& kv, uint64_t watermark,
+                           std::vector<SnapshotRecord>* out);
   void FreeZombieLocked(Shard& shard, Blob* blob);
   size_t ReapShardLocked(Shard& shard, int64_t now);
   bool LeasedLocked(const Blob& blob, int64_t now) const;

@@ -44,7 +44,7 @@ void ForEachByShard(const std::vector<uint32_t>& order, const std::vector<bool>&
       continue;
     }
     auto& shard = shard_of(order[i]);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     while (i < order.size() && (!valid[order[i]] || &shard_of(order[i]) == &shard)) {
       if (valid[order[i]]) fn(shard, order[i]);
       ++i;
@@ -74,7 +74,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
     const std::string composite = Composite(tenant, item.key);
     Shard& shard = ShardFor(composite);
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      std::lock_guard lock(shard.mu);
       st = CheckPutLocked(shard, composite, item.options);
     }
     if (!st.ok()) {
@@ -86,7 +86,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
       out.emplace_back(space.status());
       continue;
     }
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     st = CheckPutLocked(shard, composite, item.options);
     if (!st.ok()) {
       FreeExtent(*space, item.size);

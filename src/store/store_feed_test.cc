@@ -30,10 +30,12 @@ class SequenceObserver : public ReplicaObserver {
   }
 };
 
-std::unique_ptr<Store> MakeStore(size_t journal_bytes, ReplicaObserver* observer = nullptr) {
+std::unique_ptr<Store> MakeStore(size_t journal_bytes, ReplicaObserver* observer = nullptr,
+                                 uint32_t shards = 64) {
   StoreOptions o;
   o.journal_bytes = journal_bytes;
-  auto pool = DramPool::Create(64 << 20);
+  o.shards = shards;
+  auto pool = DramPool::Create(256 << 20);  // no eviction in these tests
   auto created = Store::Create(o, std::move(*pool));
   EXPECT_TRUE(created.ok());
   if (observer != nullptr) (*created)->AddObserver(observer);
@@ -91,16 +93,22 @@ TEST(ChangeFeed, TheJournalKeepsRecentChangesInOrderAndSaysWhenOnesAreGone) {
   EXPECT_EQ(recent.changes.back().sequence, 100u);
 }
 
-TEST(ChangeFeed, SnapshotPlusLaterChangesIsTheStoreWithNoGapAndNoDuplicate) {
-  auto store = MakeStore(256 << 20);
+// Snapshot while two writers put and remove. Plain writers churn the keys the
+// snapshot is copying; `fresh` writers leave them alone and keep creating (and
+// removing some of) new keys, so the shards' tables rehash while they are being
+// copied and every old key must still come out exactly once.
+void CheckSnapshotUnderWriters(uint32_t shards, bool fresh) {
+  auto store = MakeStore(256 << 20, nullptr, shards);
   for (int i = 0; i < 2000; ++i) ASSERT_TRUE(Put(*store, "k" + std::to_string(i)).ok());
   std::atomic<bool> stop{false};
   std::vector<std::thread> writers;
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&, w] {
       std::mt19937 rng(w + 1);
-      while (!stop.load()) {
-        const std::string key = "k" + std::to_string(rng() % 3000);
+      for (uint64_t n = 0; !stop.load(); ++n) {
+        // At most 30000 new keys per writer: the pool never fills.
+        const std::string key = fresh ? "n" + std::to_string(w) + "-" + std::to_string(n % 30000)
+                                      : "k" + std::to_string(rng() % 3000);
         if (rng() % 3 == 0) {
           (void)store->Remove({}, {"t", key});
         } else {
@@ -124,6 +132,10 @@ TEST(ChangeFeed, SnapshotPlusLaterChangesIsTheStoreWithNoGapAndNoDuplicate) {
   stop = true;
   for (auto& t : writers) t.join();
   EXPECT_GT(pages, 1u);
+  if (fresh) {
+    for (int i = 0; i < 2000; ++i)
+      EXPECT_EQ(view.count({"k" + std::to_string(i), Medium::kDram}), 1u);
+  }
   EXPECT_LE(newest_in_pages, watermark);  // what came after is the feed's
   // Apply everything after the watermark.
   int duplicates = 0;
@@ -151,6 +163,33 @@ TEST(ChangeFeed, SnapshotPlusLaterChangesIsTheStoreWithNoGapAndNoDuplicate) {
   EXPECT_EQ(duplicates, 0);
   EXPECT_EQ(view, actual);
   EXPECT_GT(store->feed().last_sequence(), watermark);  // puts really ran during the snapshot
+}
+
+TEST(ChangeFeed, SnapshotPlusLaterChangesIsTheStoreWithNoGapAndNoDuplicate) {
+  CheckSnapshotUnderWriters(64, /*fresh=*/false);
+}
+
+TEST(ChangeFeed, SnapshotOfAShardThatRehashesWhileItIsCopiedStaysExact) {
+  CheckSnapshotUnderWriters(1, /*fresh=*/true);
+}
+
+TEST(ChangeFeed, ChangesAndSnapshotsCarryTheObjectsNamespace) {
+  auto store = MakeStore(64 << 10);
+  const std::string ns = "tierkv:v1:" + std::string(64, 'a');
+  auto g = store->Alloc(Caller(1, 0, ns), {"t", "x"}, 64, {});
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(store->Commit(Caller(1, 0, ns), g->alloc_id).ok());
+  ASSERT_TRUE(Put(*store, "plain").ok());
+  FeedRead r = store->feed().ReadAfter(0, 10);
+  ASSERT_EQ(r.changes.size(), 2u);
+  EXPECT_EQ(r.changes[0].name_space, ns);
+  EXPECT_EQ(r.changes[1].name_space, "");
+  std::map<std::string, std::string> seen;
+  store->Snapshot(10, [&](std::span<const SnapshotRecord> page) {
+    for (const SnapshotRecord& rec : page) seen[rec.key] = rec.name_space;
+  });
+  EXPECT_EQ(seen["x"], ns);
+  EXPECT_EQ(seen["plain"], "");
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 #ifndef TIERKV_STORE_STORE_INTERNAL_H_
 #define TIERKV_STORE_STORE_INTERNAL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "media/offset_allocator.h"
@@ -72,6 +74,42 @@ struct Store::Entry {
   bool readable() const { return current != nullptr || ssd != nullptr; }  // on some medium
 };
 
+// A shard's lock. A plain mutex, except that a long reader (the snapshot) that
+// takes it again and again can give way: while a reader has announced itself
+// (BeginYielding), lock() counts its waiters, and LockAfterWaiters() lets them
+// in first. Without it an unfair mutex hands the lock straight back to the
+// reader, and a writer on that shard waits for the whole scan.
+class ShardMutex {
+ public:
+  void lock() {
+    if (!yielding_.load(std::memory_order_relaxed)) {
+      mu_.lock();
+      return;
+    }
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+    mu_.lock();
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  bool try_lock() { return mu_.try_lock(); }
+  void unlock() { mu_.unlock(); }
+
+  void BeginYielding() { yielding_.fetch_add(1, std::memory_order_relaxed); }
+  void EndYielding() { yielding_.fetch_sub(1, std::memory_order_relaxed); }
+  // Waits (a bounded number of scheduler yields) for counted waiters to get the
+  // lock, then locks.
+  void LockAfterWaiters() {
+    for (int i = 0; i < 64 && waiting_.load(std::memory_order_relaxed) > 0; ++i) {
+      std::this_thread::yield();
+    }
+    mu_.lock();
+  }
+
+ private:
+  std::mutex mu_;
+  std::atomic<uint32_t> yielding_{0};
+  std::atomic<uint32_t> waiting_{0};
+};
+
 struct LeaseRecord {
   void* blob = nullptr;  // Store::Blob*; null once expired (a tombstone)
   int64_t deadline = 0;
@@ -81,7 +119,7 @@ struct LeaseRecord {
 struct Store::Shard {
   Shard(uint32_t i, uint64_t seed) : index(i), id_state(seed) {}
   const uint32_t index;  // position in shards_, carried in alloc and lease ids
-  std::mutex mu;
+  ShardMutex mu;
   uint64_t id_state;                    // generator of this shard's alloc and lease ids (mu held)
   Map map;                              // composite key -> entry
   std::list<Map::value_type*> lru;      // front = most recent; entries with a DRAM replica

@@ -65,7 +65,7 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
   Shard& shard = ShardFor(composite);
   bool cold = false;
   Result<LeaseGrant> r = [&] {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     return LeaseLocked(shard, composite, caller, &cold);
   }();
   if (cold) r = LeaseCold(shard, composite, caller);
@@ -96,7 +96,7 @@ Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session) {
 
 Status Store::Release(const Caller& caller, uint64_t lease_id) {
   Shard& shard = ShardOfId(lease_id);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   return ReleaseLocked(shard, lease_id, caller.session);
 }
 

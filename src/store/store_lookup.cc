@@ -41,7 +41,7 @@ Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) st = NotFound("key not found");
   }
@@ -58,7 +58,7 @@ Result<ObjectInfo> Store::Query(const Caller& caller, const ObjectRef& ref) {
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
   Result<ObjectInfo> r = [&] {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     return QueryLocked(shard, composite);
   }();
   op_stats_.Record(Op::kQuery, r.code(), caller.rank);
@@ -90,7 +90,7 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      std::lock_guard lock(shard.mu);
       st = RemoveLocked(shard, composite);
     }
     DrainSsdTrash();  // the removal is on disk when the call returns
@@ -108,7 +108,7 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
 RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
   RemoveAllResult out;
   {
-    std::vector<std::unique_lock<std::mutex>> locks;
+    std::vector<std::unique_lock<ShardMutex>> locks;
     locks.reserve(shards_.size());
     for (auto& shard_ptr : shards_) locks.emplace_back(shard_ptr->mu);
     const int64_t now = clock_->NowNanos();
@@ -163,7 +163,7 @@ Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view 
 Result<RemoveAllResult> Store::RemoveAllTenants(const Caller& caller, bool force) {
   std::set<std::string> tenants;
   for (auto& shard_ptr : shards_) {
-    std::lock_guard<std::mutex> lock(shard_ptr->mu);
+    std::lock_guard lock(shard_ptr->mu);
     for (const auto& kv : shard_ptr->map) tenants.emplace(TenantOf(kv.first));
   }
   RemoveAllResult total;
@@ -183,7 +183,7 @@ size_t Store::CountReadable(std::string_view tenant, std::span<const std::string
     if (!ValidateTenant(tenant).ok() || !ValidateKey(key).ok()) continue;
     const std::string composite = Composite(tenant, key);
     Shard& shard = *shards_[ShardIndex(composite)];
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     n += it != shard.map.end() && it->second.readable() ? 1 : 0;
   }
@@ -199,7 +199,7 @@ size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> ke
     int64_t last_access = 0;
     bool dram = false;
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      std::lock_guard lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || !it->second.readable()) continue;
       last_access = it->second.last_access;
@@ -221,7 +221,7 @@ Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::stri
   }
   std::vector<std::string> keys;
   for (auto& shard_ptr : shards_) {
-    std::lock_guard<std::mutex> lock(shard_ptr->mu);
+    std::lock_guard lock(shard_ptr->mu);
     for (const auto& kv : shard_ptr->map) {
       if (!kv.second.readable() || TenantOf(kv.first) != tenant) continue;
       std::string_view key = KeyOf(kv.first);

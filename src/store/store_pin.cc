@@ -16,7 +16,7 @@ Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t gener
   Shard& shard = ShardFor(composite);
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      std::lock_guard lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
       Entry& e = it->second;
@@ -55,7 +55,7 @@ Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t gener
 
 Status Store::Unpin(uint64_t owner, uint64_t pin_id) {
   Shard& shard = ShardOfId(pin_id);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   auto it = shard.pins.find(pin_id);
   if (it == shard.pins.end() || it->second.second != owner) return NotFound("unknown pin id");
   Blob* blob = it->second.first;

@@ -83,7 +83,7 @@ std::vector<Store::Victim> Store::TailVictims(
   std::vector<Victim> victims;
   for (uint32_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[i];
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     const int64_t now = clock_->NowNanos();
     const std::list<Map::value_type*>& list = ssd ? shard.ssd_lru : shard.lru;
     size_t taken = 0;
@@ -118,7 +118,7 @@ std::vector<Store::Victim> Store::GatherVictims() {
 bool Store::EvictVictim(const Victim& victim) {
   if (ssd_) return MoveDown(victim.shard, victim.composite, victim.last_access, /*drop_dram=*/true);
   Shard& shard = *shards_[victim.shard];
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   auto it = shard.map.find(victim.composite);
   if (it == shard.map.end() || !it->second.current) return false;
   Entry& e = it->second;
@@ -162,7 +162,7 @@ size_t Store::RunMaintenance() {
   const int64_t now = clock_->NowNanos();
   for (auto& shard_ptr : shards_) {
     Shard& shard = *shard_ptr;
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     ReapShardLocked(shard, now);
     for (auto pit = shard.pending.begin(); pit != shard.pending.end();) {
       Map::value_type* kv = pit->second;

@@ -37,7 +37,7 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
     }
     const std::string composite = Composite(blob.header.tenant, blob.header.key);
     Shard& shard = ShardFor(composite);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto [it, inserted] = shard.map.try_emplace(composite);
     if (!inserted) continue;  // the scan keeps one blob per key
     ++shard.readable;
@@ -182,7 +182,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
   BlobHeader header;
   const uint8_t* value = nullptr;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.current) return false;
     Entry& e = it->second;
@@ -203,7 +203,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
   std::shared_ptr<SsdReplica> unused;  // released after the lock: its blob goes to the trash
   bool dropped = false;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     const bool same = it != shard.map.end() && it->second.current.get() == pinned;
     UnpinLocked(shard, pinned);
@@ -235,7 +235,7 @@ bool Store::EvictSsdVictim(const Victim& victim) {
   Shard& shard = *shards_[victim.shard];
   std::shared_ptr<SsdReplica> dropped;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(victim.composite);
     if (it == shard.map.end() || !it->second.ssd) return false;
     Entry& e = it->second;
@@ -276,7 +276,7 @@ Status Store::Rewarm(Shard& shard, const std::string& composite) {
   std::shared_ptr<SsdReplica> replica;
   bool leader = false;
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
     Entry& e = it->second;
@@ -313,7 +313,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   if (space.ok()) st = ssd_->Read(replica->blob, dram_->base() + space->offset);
   tier_.rewarm_bytes_current.fetch_sub(size, std::memory_order_relaxed);
 
-  std::lock_guard<std::mutex> lock(shard.mu);
+  std::lock_guard lock(shard.mu);
   auto it = shard.map.find(composite);
   const bool found = it != shard.map.end();
   if (found && it->second.rewarm == ticket) it->second.rewarm.reset();
@@ -355,7 +355,7 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
     if (Status st = Rewarm(shard, composite); !st.ok()) return st;
     bool cold = false;
-    std::lock_guard<std::mutex> lock(shard.mu);
+    std::lock_guard lock(shard.mu);
     Result<LeaseGrant> r = LeaseLocked(shard, composite, caller, &cold, /*from_ssd=*/true);
     if (r.ok() || !cold) return r;
   }
@@ -370,7 +370,7 @@ size_t Store::Prefetch(std::string_view tenant, std::span<const std::string> key
     std::string composite = Composite(tenant, key);
     Shard& shard = ShardFor(composite);
     {
-      std::lock_guard<std::mutex> lock(shard.mu);
+      std::lock_guard lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || it->second.current || !it->second.ssd || it->second.rewarm) {
         continue;

@@ -44,7 +44,8 @@ struct SnapshotRecord {
   Medium medium = Medium::kDram;
   uint64_t size = 0;
   uint64_t generation = 0;
-  uint64_t sequence = 0;  // the change at which this replica was announced stored
+  uint64_t sequence = 0;   // the change at which this replica was announced stored
+  std::string name_space;  // of the put that created the value ("" = none)
 };
 
 // Who makes a call: the session (for grant ownership and cleanup; 0 = the manager

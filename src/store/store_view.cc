@@ -8,43 +8,69 @@ namespace tierkv {
 void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const {
   Snapshot(1024, [&](std::span<const SnapshotRecord> records) {
     for (const SnapshotRecord& r : records) {
-      ReplicaEvent ev{r.tenant, r.key, r.group_id, r.medium, r.size};
+      ReplicaEvent ev;
+      ev.tenant = r.tenant;
+      ev.key = r.key;
+      ev.group_id = r.group_id;
+      ev.medium = r.medium;
+      ev.size = r.size;
       ev.generation = r.generation;
       ev.sequence = r.sequence;
+      ev.name_space = r.name_space;
       fn(ev);
     }
   });
 }
 
 // The watermark is read first. A change with a sequence <= S was made under its
-// shard's lock before S was read, so the copy of that shard (taken under the
-// same lock, later) sees it; a replica announced after S is left out of the
-// pages, because the feed delivers it.
+// shard's lock before S was read, so a later copy of that entry (taken under the
+// same lock) sees it; a replica announced after S is left out of the pages,
+// because the feed delivers it. An entry removed before its copy is taken is
+// simply absent: its removal is after S and also comes from the feed.
+//
+// A shard is copied a slice of hash buckets at a time, releasing its lock in
+// between, so a writer never waits for more than one slice. Entries never move
+// between buckets unless the table rehashes; if the bucket count changed between
+// slices, the shard's copy is thrown away and taken again, so no entry is seen
+// twice or missed.
 uint64_t Store::Snapshot(size_t page_size,
                          const std::function<void(std::span<const SnapshotRecord>)>& page) const {
+  constexpr size_t kSliceBuckets = 64;
   const uint64_t watermark = feed_.last_sequence();
   std::vector<SnapshotRecord> records;
   auto flush = [&] {
     if (!records.empty()) page(records);
     records.clear();
   };
+  std::vector<SnapshotRecord> copied;
   for (const auto& shard_ptr : shards_) {
-    std::vector<SnapshotRecord> copied;
-    {
-      std::lock_guard<std::mutex> lock(shard_ptr->mu);
-      for (const auto& kv : shard_ptr->map) {
-        const Entry& e = kv.second;
-        if (const Blob* b = e.current.get(); b != nullptr && e.dram_seq <= watermark) {
-          copied.push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)),
-                            b->group_id, Medium::kDram, b->size, e.generation, e.dram_seq});
-        }
-        if (const SsdReplica* r = e.ssd.get(); r != nullptr && e.ssd_seq <= watermark) {
-          copied.push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)),
-                            r->blob.header.group_id, Medium::kSsd, r->blob.header.size,
-                            e.generation, e.ssd_seq});
-        }
+    Shard& shard = *shard_ptr;
+    copied.clear();
+    size_t buckets = 0;
+    shard.mu.BeginYielding();
+    for (size_t next = 0;;) {
+      if (next == 0) {
+        shard.mu.lock();
+      } else {
+        shard.mu.LockAfterWaiters();  // writers queued behind the last slice go first
       }
+      std::lock_guard lock(shard.mu, std::adopt_lock);
+      if (next == 0) {
+        buckets = shard.map.bucket_count();
+      } else if (shard.map.bucket_count() != buckets) {
+        copied.clear();  // rehashed: start this shard again
+        buckets = shard.map.bucket_count();
+        next = 0;
+      }
+      const size_t end = std::min(buckets, next + kSliceBuckets);
+      for (size_t b = next; b < end; ++b) {
+        for (auto it = shard.map.begin(b); it != shard.map.end(b); ++it)
+          CopyReadable(*it, watermark, &copied);
+      }
+      next = end;
+      if (next >= buckets) break;
     }
+    shard.mu.EndYielding();
     for (SnapshotRecord& r : copied) {
       records.push_back(std::move(r));
       if (records.size() >= std::max<size_t>(page_size, 1)) flush();
@@ -54,10 +80,24 @@ uint64_t Store::Snapshot(size_t page_size,
   return watermark;
 }
 
+void Store::CopyReadable(const Map::value_type& kv, uint64_t watermark,
+                         std::vector<SnapshotRecord>* out) {
+  const Entry& e = kv.second;
+  if (const Blob* b = e.current.get(); b != nullptr && e.dram_seq <= watermark) {
+    out->push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)), b->group_id,
+                    Medium::kDram, b->size, e.generation, e.dram_seq, e.name_space});
+  }
+  if (const SsdReplica* r = e.ssd.get(); r != nullptr && e.ssd_seq <= watermark) {
+    out->push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)),
+                    r->blob.header.group_id, Medium::kSsd, r->blob.header.size, e.generation,
+                    e.ssd_seq, e.name_space});
+  }
+}
+
 StoreStats Store::Stats() const {
   StoreStats s;
   for (const auto& shard_ptr : shards_) {
-    std::lock_guard<std::mutex> lock(shard_ptr->mu);
+    std::lock_guard lock(shard_ptr->mu);
     s.objects += shard_ptr->readable;
     s.pending_allocs += shard_ptr->pending.size();
     for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.blob != nullptr;
