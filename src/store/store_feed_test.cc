@@ -117,6 +117,9 @@ void CheckSnapshotUnderWriters(uint32_t shards, bool fresh) {
       }
     });
   }
+  // The writers are running before the snapshot starts, and go on until the
+  // feed holds changes after its watermark.
+  while (store->feed().last_sequence() < 3000) std::this_thread::yield();
   using Replica = std::pair<std::string, Medium>;
   std::map<Replica, uint64_t> view;  // -> generation
   size_t pages = 0;
@@ -129,6 +132,7 @@ void CheckSnapshotUnderWriters(uint32_t shards, bool fresh) {
       EXPECT_TRUE(view.emplace(Replica{r.key, r.medium}, r.generation).second) << r.key;
     }
   });
+  while (store->feed().last_sequence() < watermark + 1000) std::this_thread::yield();
   stop = true;
   for (auto& t : writers) t.join();
   EXPECT_GT(pages, 1u);
@@ -162,7 +166,6 @@ void CheckSnapshotUnderWriters(uint32_t shards, bool fresh) {
   });
   EXPECT_EQ(duplicates, 0);
   EXPECT_EQ(view, actual);
-  EXPECT_GT(store->feed().last_sequence(), watermark);  // puts really ran during the snapshot
 }
 
 TEST(ChangeFeed, SnapshotPlusLaterChangesIsTheStoreWithNoGapAndNoDuplicate) {
