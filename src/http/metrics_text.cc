@@ -157,6 +157,26 @@ constexpr Family kHttpTimeouts{"tierkv_http_request_timeouts_total", "counter",
                                "REST API requests or responses that missed the request timeout"};
 constexpr Family kHttpRequests{"tierkv_http_requests_total", "counter",
                                "REST API requests read completely"};
+constexpr Family kClMembers{"tierkv_cluster_members", "gauge",
+                            "Live members in this manager's view of the cluster"};
+constexpr Family kClRegistered{"tierkv_cluster_registered", "gauge",
+                               "1 while this manager's registration is valid (remote admission)"};
+constexpr Family kClFenced{"tierkv_cluster_fenced", "gauge",
+                           "1 once the registration is fenced (local service only until restart)"};
+constexpr Family kClValidity{"tierkv_cluster_registration_validity_seconds", "gauge",
+                             "Seconds of registration validity left (0 when not valid)"};
+constexpr Family kClCoordinator{"tierkv_cluster_coordinator", "gauge",
+                                "1 while this manager is the elected coordinator"};
+constexpr Family kClCoordChanges{"tierkv_cluster_coordinator_elections_total", "counter",
+                                 "Times this manager was elected coordinator"};
+constexpr Family kClRenewFailures{"tierkv_cluster_lease_renew_failures_total", "counter",
+                                  "Membership lease keepalive streams that failed"};
+constexpr Family kClEtcdErrors{"tierkv_cluster_etcd_errors_total", "counter",
+                               "Failed etcd requests by kind"};
+constexpr Family kClEtcdFailovers{"tierkv_cluster_etcd_failovers_total", "counter",
+                                  "Moves of the etcd client to another endpoint"};
+constexpr Family kClWatch{"tierkv_cluster_watch_events_total", "counter",
+                          "Membership watch recoveries by kind"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -406,6 +426,26 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.One(kHttpRefused, s.http.refused);
   w.One(kHttpTimeouts, s.http.request_timeouts);
   w.One(kHttpRequests, s.http.requests);
+  if (s.cluster_enabled) {
+    const ClusterStats& c = s.cluster;
+    w.One(kClMembers, c.members);
+    w.One(kClRegistered, c.registered && !c.fenced && c.validity_seconds > 0);
+    w.One(kClFenced, c.fenced);
+    w.Head(kClValidity);
+    w.SampleF(kClValidity.name, "", c.validity_seconds);
+    w.One(kClCoordinator, c.coordinator);
+    w.One(kClCoordChanges, c.coordinator_changes);
+    w.One(kClRenewFailures, c.lease_renew_failures);
+    w.Head(kClEtcdErrors);
+    w.Sample(kClEtcdErrors.name, Label("kind", "unavailable"), c.etcd_unavailable);
+    w.Sample(kClEtcdErrors.name, Label("kind", "timeout"), c.etcd_timeouts);
+    w.Sample(kClEtcdErrors.name, Label("kind", "refused"), c.etcd_refused);
+    w.One(kClEtcdFailovers, c.etcd_failovers);
+    w.Head(kClWatch);
+    w.Sample(kClWatch.name, Label("kind", "reconnect"), c.watch_reconnects);
+    w.Sample(kClWatch.name, Label("kind", "compacted"), c.watch_compactions);
+    w.Sample(kClWatch.name, Label("kind", "resync"), c.watch_resyncs);
+  }
   return w.Take();
 }
 

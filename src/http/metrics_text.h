@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/ha_state.h"
 #include "events/publisher.h"
 #include "http/http_gate.h"
 #include "server/client_metrics.h"
@@ -55,6 +56,8 @@ struct MetricsSnapshot {
   ClientMetricsStats client_reports;
   ServerStats server;
   HttpGateStats http;
+  bool cluster_enabled = false;
+  ClusterStats cluster;
 };
 
 // text/plain; version=0.0.4

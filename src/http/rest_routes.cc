@@ -124,6 +124,7 @@ const std::map<std::string, std::string>& KnownPaths() {
       {"/role", "GET"},
       {"/ha_status", "GET"},
       {"/leader", "GET"},
+      {"/cluster/members", "GET"},
       {"/query_key", "GET"},
       {"/batch_query_keys", "GET"},
       {"/key", "DELETE"},
@@ -423,6 +424,36 @@ void RestServer::StatusRoutes() {
     j["present"] = s.leader_present;
     j["leader_address"] = s.leader_address;
     j["view_version"] = s.view_version;
+    SendJson(res, j);
+  });
+
+  http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
+    const ClusterView v = ha->Members();
+    Json j;
+    j["mode"] = v.enabled ? "cluster" : "standalone";
+    j["cluster"] = v.cluster;
+    j["node_id"] = v.node_id;
+    j["revision"] = v.revision;
+    Json members = Json::array();
+    for (const MemberView& m : v.members) {
+      char since[32] = {};
+      const time_t secs = static_cast<time_t>(m.since_unix_ms / 1000);
+      struct tm utc {};
+      gmtime_r(&secs, &utc);
+      strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &utc);
+      members.push_back({{"node_id", m.node_id},
+                         {"rank", m.rank},
+                         {"endpoint", m.endpoint},
+                         {"data_endpoint", m.data_endpoint},
+                         {"rest_url", m.rest_url},
+                         {"runtime_uuid", m.runtime_uuid},
+                         {"incarnation", m.incarnation},
+                         {"epoch", m.epoch},
+                         {"stream_protocol", m.stream_protocol},
+                         {"since", since},
+                         {"since_ms", m.since_unix_ms}});
+    }
+    j["members"] = members;
     SendJson(res, j);
   });
 

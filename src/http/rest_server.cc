@@ -239,6 +239,8 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.client_reports = deps_.server->client_metrics().Stats();
   s.server = deps_.server->Stats();
   s.http = GateStats();
+  s.cluster_enabled = deps_.ha->Members().enabled;
+  if (s.cluster_enabled) s.cluster = deps_.ha->Stats();
   return s;
 }
 

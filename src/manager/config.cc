@@ -95,6 +95,50 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
   return Status::Ok();
 }
 
+Status ValidateHostPort(const std::string& flag, const std::string& value) {
+  Result<proto::Address> addr = proto::ParseAddress("tcp://" + value);
+  if (!addr.ok()) return InvalidArgument(flag + ": " + addr.status().message());
+  return Status::Ok();
+}
+
+Status ValidateCluster(const std::string& endpoints, ClusterConfig& cl) {
+  cl.etcd_endpoints.clear();
+  size_t start = 0;
+  while (start <= endpoints.size() && !endpoints.empty()) {
+    const size_t comma = std::min(endpoints.find(',', start), endpoints.size());
+    std::string e = endpoints.substr(start, comma - start);
+    e.erase(0, e.find_first_not_of(' '));
+    e.erase(e.find_last_not_of(' ') + 1);
+    if (e.empty())
+      return InvalidArgument("--etcd-endpoints has an empty entry: '" + endpoints + "'");
+    cl.etcd_endpoints.push_back(e);
+    start = comma + 1;
+  }
+  if (!cl.enabled()) {
+    if (!cl.addr.empty() || !cl.advertise_addr.empty() || !cl.data_addr.empty()) {
+      return InvalidArgument("--addr, --peer-advertise-addr and --data-addr need --etcd-endpoints");
+    }
+    return Status::Ok();
+  }
+  if (cl.cluster_name.empty() || cl.cluster_name.size() > 128 ||
+      cl.cluster_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_.") != std::string::npos) {
+    return InvalidArgument(
+        "--cluster-name must be 1-128 characters of letters, digits, '-', '_' and '.'");
+  }
+  if (cl.addr.empty()) return InvalidArgument("cluster mode (--etcd-endpoints) needs --addr");
+  if (Status st = ValidateHostPort("--addr", cl.addr); !st.ok()) return st;
+  if (cl.advertise_addr.empty()) cl.advertise_addr = cl.addr;
+  if (Status st = ValidateHostPort("--peer-advertise-addr", cl.advertise_addr); !st.ok()) return st;
+  if (!cl.data_addr.empty()) {
+    if (Status st = ValidateHostPort("--data-addr", cl.data_addr); !st.ok()) return st;
+  }
+  if (cl.ttl_secs < 2 || cl.ttl_secs > 3600) {
+    return InvalidArgument("--membership-ttl-secs must be between 2 and 3600");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ManagerConfig DefaultManagerConfig() {
@@ -225,6 +269,18 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--kv-events-snapshot-on-join", ev.snapshot_on_join,
                  "answer SNAPSHOT requests on the replay socket");
 
+  ClusterConfig& cl = c.cluster;
+  std::string etcd_endpoints;
+  app.add_option("--etcd-endpoints", etcd_endpoints,
+                 "comma-separated etcd endpoints (host:port or http://host:port); enables "
+                 "cluster mode");
+  app.add_option("--cluster-name", cl.cluster_name, "the cluster this manager joins");
+  app.add_option("--addr", cl.addr, "peer gRPC listener HOST:PORT (cluster mode)");
+  app.add_option("--peer-advertise-addr", cl.advertise_addr,
+                 "address peers dial to reach --addr (default: --addr)");
+  app.add_option("--data-addr", cl.data_addr, "peer data channel HOST:PORT (cluster mode)");
+  app.add_option("--membership-ttl-secs", cl.ttl_secs, "membership lease TTL in seconds");
+
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -269,12 +325,22 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
         "--metrics-tls needs --metrics-tls-cert and --metrics-tls-key "
         "(ock.mmc.metrics.tls.cert_path / key_path)");
   }
+  cl.rank_given = app.count("--rank") > 0;
+  cl.dp_rank_given = dp_rank >= 0;
+  if (Status st = ValidateCluster(etcd_endpoints, cl); !st.ok()) return st;
   c.rest.rank = c.server.rank;
   c.rest.events_queue_capacity = c.events.queue_capacity;
   if (c.node_id.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     c.node_id = host[0] ? host : "tierkv";
+  }
+  if (cl.enabled() &&
+      (c.node_id.size() > 128 ||
+       c.node_id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789-_.") != std::string::npos)) {
+    return InvalidArgument(
+        "--node-id must be 1-128 characters of letters, digits, '-', '_' and '.' in cluster mode");
   }
   if (!model_name.empty()) ev.envelope.model_name = model_name;
   if (!salt.empty()) ev.envelope.additional_salt = salt;

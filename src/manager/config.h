@@ -25,6 +25,19 @@ struct SsdConfig {
   bool direct = true;              // O_DIRECT (falls back to buffered where refused)
 };
 
+// Cluster mode (on when `etcd_endpoints` is not empty). docs/cluster.md.
+struct ClusterConfig {
+  std::vector<std::string> etcd_endpoints;
+  std::string cluster_name = "default";
+  std::string addr;            // peer gRPC listener HOST:PORT
+  std::string advertise_addr;  // what peers dial (default: addr)
+  std::string data_addr;       // data channel HOST:PORT
+  int64_t ttl_secs = 30;       // membership lease TTL
+  bool rank_given = false;     // --rank was set (else the cluster assigns one)
+  bool dp_rank_given = false;  // --dp-rank was set
+  bool enabled() const { return !etcd_endpoints.empty(); }
+};
+
 struct ManagerConfig {
   uint64_t dram_size = 1ull << 30;
   std::string log_level = "info";
@@ -39,6 +52,7 @@ struct ManagerConfig {
   // (0 = never). Lets tests drive NO_SPACE paths in a real process.
   uint32_t inject_alloc_failures = 0;
   RestOptions rest;
+  ClusterConfig cluster;
 };
 
 // The embedded defaults (what `tierkv-server` with no flags runs with).

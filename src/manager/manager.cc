@@ -3,6 +3,8 @@
 #include <atomic>
 #include <filesystem>
 
+#include "cluster/etcd_metadata.h"
+
 namespace tierkv {
 
 Status Manager::OpenSsd() {
@@ -24,34 +26,69 @@ Status Manager::OpenSsd() {
   return store_->AttachSsd(std::move(*tier), std::move(recovered), stats);
 }
 
+Status Manager::PrepareCluster() {
+  const ClusterConfig& cl = config_.cluster;
+  etcd::ClientOptions eo;
+  eo.endpoints = cl.etcd_endpoints;
+  Result<std::unique_ptr<etcd::Client>> client = etcd::Client::Create(eo);
+  if (!client.ok()) return client.status();
+  etcd_ = std::move(*client);
+  MembershipOptions mo;
+  mo.cluster = cl.cluster_name;
+  mo.node_id = config_.node_id;
+  mo.endpoint = cl.advertise_addr;
+  mo.data_endpoint = cl.data_addr;
+  mo.rest_url = config_.rest.url;
+  mo.ttl_secs = cl.ttl_secs;
+  if (cl.rank_given) mo.rank = config_.server.rank;
+  membership_ = std::make_unique<Membership>(mo, etcd_.get(), RealClock());
+  Result<uint32_t> rank = membership_->Prepare();
+  if (!rank.ok()) return rank.status();
+  config_.server.rank = *rank;
+  config_.rest.rank = *rank;
+  if (!cl.dp_rank_given) config_.events.envelope.dp_rank = *rank;
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   std::unique_ptr<Manager> m(new Manager(config));
-  Result<std::unique_ptr<DramPool>> pool = DramPool::Create(config.dram_size);
+  if (config.cluster.enabled()) {
+    if (Status st = m->PrepareCluster(); !st.ok()) return st;
+  }
+  const ManagerConfig& cfg = m->config_;  // with the cluster's rank
+  Result<std::unique_ptr<DramPool>> pool = DramPool::Create(cfg.dram_size);
   if (!pool.ok()) return pool.status();
-  if (const uint32_t every = config.inject_alloc_failures; every > 0) {
+  if (const uint32_t every = cfg.inject_alloc_failures; every > 0) {
     auto calls = std::make_shared<std::atomic<uint64_t>>(0);
     (*pool)->SetAllocationFaultHook([every, calls](uint64_t) { return ++*calls % every == 0; });
   }
-  Result<std::unique_ptr<Store>> store = Store::Create(config.store, std::move(*pool));
+  Result<std::unique_ptr<Store>> store = Store::Create(cfg.store, std::move(*pool));
   if (!store.ok()) return store.status();
   m->store_ = std::move(*store);
-  if (config.kv_events) {
+  if (cfg.kv_events) {
     Store* s = m->store_.get();
     m->publisher_ = std::make_unique<events::KvEventPublisher>(
-        config.events,
+        cfg.events,
         [s](const std::function<void(const ReplicaEvent&)>& fn) { s->ForEachReadable(fn); });
     m->store_->AddObserver(m->publisher_.get());
   }
-  if (!config.ssd.dir.empty()) {
+  if (!cfg.ssd.dir.empty()) {
     if (Status st = m->OpenSsd(); !st.ok()) m->ssd_error_ = st.ToString();
   }
-  m->server_ = std::make_unique<Server>(config.server, m->store_.get());
-  Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(config.data_dir);
-  if (!meta.ok()) return meta.status();
-  m->metadata_ = std::move(*meta);
+  m->server_ = std::make_unique<Server>(cfg.server, m->store_.get());
+  HaStateProvider* ha = &m->standalone_ha_;
+  if (m->membership_) {
+    m->metadata_ = std::make_unique<EtcdMetadataStore>(
+        m->etcd_.get(), Membership::Prefix(cfg.cluster.cluster_name) + "metadata/");
+    ha = m->membership_.get();
+  } else {
+    Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(cfg.data_dir);
+    if (!meta.ok()) return meta.status();
+    m->metadata_ = std::move(*meta);
+  }
   m->rest_ = std::make_unique<RestServer>(
-      config.rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), &m->ha_,
-                            m->metadata_.get()});
+      cfg.rest,
+      RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha, m->metadata_.get()});
   return m;
 }
 
@@ -70,11 +107,26 @@ Status Manager::Start() {
     return st;
   }
   store_->Start();
+  if (membership_) {
+    Membership* mem = membership_.get();
+    peer_server_ = std::make_unique<PeerServer>([mem] {
+      return PeerIdentity{mem->node_id(), mem->runtime_uuid(), mem->epoch(),
+                          mem->rank(),    kStreamProtocol,     mem->cluster_uuid()};
+    });
+    Status st = peer_server_->Start(config_.cluster.addr);
+    if (st.ok()) st = membership_->Register();
+    if (!st.ok()) {
+      Stop();
+      return st;
+    }
+  }
   started_ = true;
   return Status::Ok();
 }
 
 void Manager::Stop() {
+  if (membership_) membership_->Shutdown();  // leave the cluster first
+  if (peer_server_) peer_server_->Stop();
   if (server_) server_->Stop();
   if (rest_) rest_->Stop();
   if (store_) store_->Stop();

@@ -17,6 +17,10 @@
 #include <string>
 
 #include "cluster/ha_state.h"
+#include "cluster/membership.h"
+#include "cluster/peer_server.h"
+#include "common/clock.h"
+#include "etcd/etcd_client.h"
 #include "events/publisher.h"
 #include "http/rest_server.h"
 #include "manager/config.h"
@@ -46,17 +50,23 @@ class Manager {
   // none is configured). The manager then serves from DRAM alone.
   const std::string& ssd_error() const { return ssd_error_; }
   RestServer& rest() { return *rest_; }
+  // Null in standalone mode.
+  Membership* membership() { return membership_.get(); }
 
  private:
   explicit Manager(const ManagerConfig& config) : config_(config) {}
   Status OpenSsd();
+  Status PrepareCluster();  // etcd client, membership, format check, rank
 
   ManagerConfig config_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<events::KvEventPublisher> publisher_;
   std::unique_ptr<MetadataStore> metadata_;
-  StandaloneHaState ha_;
+  StandaloneHaState standalone_ha_;
+  std::unique_ptr<etcd::Client> etcd_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<PeerServer> peer_server_;
   std::unique_ptr<RestServer> rest_;
   std::string ssd_error_;
   bool started_ = false;

@@ -4,7 +4,7 @@
 //   tierkv ... get KEY [FILE|-]      tierkv ... rm KEY...     tierkv ... ls [PREFIX]
 //   tierkv ... stat KEY              tierkv ... exists KEY
 //   tierkv events [--endpoint tcp://127.0.0.1:5557] [--json] [--count N]
-//   tierkv [--rest URL] stat | segments | key KEY   (read the REST admin API)
+//   tierkv [--rest URL] stat | segments | members | key KEY   (read the REST admin API)
 //
 // Exit status: 0 success; 1 the key (or one of the keys) was not found; 2 usage
 // error; 3 any other error (the message names the code and cause).
@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
       "with KEY: an object's size, media, leases and group; without: the manager's summary");
   stat->add_option("key", key, "object key (omit for the manager summary, read over REST)");
   auto* segments = app.add_subcommand("segments", "capacity of each segment (REST)");
+  auto* members = app.add_subcommand("members", "the cluster's live members (REST)");
   auto* keycmd = app.add_subcommand("key", "the REST view of one key (/query_key)");
   keycmd->add_option("key", key, "object key")->required();
   auto* exists = app.add_subcommand("exists", "exit 0 when the key is stored, 1 when not");
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
   if (*events) return tierkv::cli::RunEvents(ev);
   if (*stat && key.empty()) return tierkv::cli::RunStatSummary(rest_url);
   if (*segments) return tierkv::cli::RunSegments(rest_url);
+  if (*members) return tierkv::cli::RunMembers(rest_url);
   if (*keycmd) return tierkv::cli::RunKey(rest_url, key, tenant);
 
   tierkv::ClientOptions options;

@@ -88,6 +88,34 @@ int RunSegments(const std::string& url) {
   return 0;
 }
 
+int RunMembers(const std::string& url) {
+  std::string body;
+  int rc = 0;
+  if (!Fetch(url, "/cluster/members", {}, &body, &rc)) return rc;
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) {
+    std::fprintf(stderr, "tierkv: unexpected reply from %s\n", url.c_str());
+    return 3;
+  }
+  if (j.value("mode", "") != "cluster") {
+    std::printf("standalone manager (no cluster)\n");
+    return 0;
+  }
+  std::printf("cluster %s, revision %lld, %zu members\n", j.value("cluster", "").c_str(),
+              static_cast<long long>(j.value("revision", int64_t{0})), j["members"].size());
+  std::printf("%-20s %5s %-22s %-22s %6s %6s %s\n", "NODE", "RANK", "ENDPOINT", "DATA", "EPOCH",
+              "INCARN", "SINCE");
+  for (const auto& m : j["members"]) {
+    std::printf("%-20s %5u %-22s %-22s %6llu %6llu %s\n", m.value("node_id", "").c_str(),
+                m.value("rank", 0u), m.value("endpoint", "").c_str(),
+                m.value("data_endpoint", "-").empty() ? "-" : m.value("data_endpoint", "").c_str(),
+                static_cast<unsigned long long>(m.value("epoch", uint64_t{0})),
+                static_cast<unsigned long long>(m.value("incarnation", uint64_t{0})),
+                m.value("since", "").c_str());
+  }
+  return 0;
+}
+
 int RunKey(const std::string& url, const std::string& key, const std::string& tenant) {
   std::string body;
   int rc = 0;

@@ -11,6 +11,8 @@ namespace tierkv::cli {
 // reached or answers with an error (printed to stderr).
 int RunStatSummary(const std::string& rest_url);
 int RunSegments(const std::string& rest_url);
+// `tierkv members`: the cluster's live members (/cluster/members).
+int RunMembers(const std::string& rest_url);
 int RunKey(const std::string& rest_url, const std::string& key, const std::string& tenant);
 
 }  // namespace tierkv::cli

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   if (Status st = m.Start(); !st.ok()) return Fail(st);
 
   spdlog::info("tierkv-server ready: node {}, rank {}, DRAM pool {}", config->node_id,
-               config->server.rank, FormatByteSize(m.store().pool_capacity()));
+               m.config().server.rank, FormatByteSize(m.store().pool_capacity()));
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
   } else if (m.store().has_ssd()) {
@@ -77,6 +77,12 @@ int main(int argc, char** argv) {
     if (!config->events.replay_endpoint.empty()) {
       std::printf("kv events replay on %s\n", config->events.replay_endpoint.c_str());
     }
+  }
+  if (Membership* mem = m.membership()) {
+    std::printf("cluster %s: node %s, rank %u, epoch %llu\n", config->cluster.cluster_name.c_str(),
+                config->node_id.c_str(), mem->rank(),
+                static_cast<unsigned long long>(mem->epoch()));
+    std::printf("peer api on %s\n", config->cluster.addr.c_str());
   }
   std::fflush(stdout);
 

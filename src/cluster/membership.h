@@ -1,0 +1,146 @@
+// Membership: this manager's leased registration in etcd, the member list, the
+// coordinator election and the HA state derived from them.
+//
+// Layout under /tierkv/v1/<cluster>/ (docs/cluster.md):
+//   format                 {"stream_protocol", "cluster_uuid"}: created by the first
+//                          manager; a different stream protocol is refused at start
+//   epochs/<node>          persistent epoch, advanced by every registration (CAS)
+//   ranks/<node>           persistent rank of a node id; rank-owners/<rank> -> node
+//   members/<node>         leased member record (JSON, MemberView's fields)
+//   coordinator/<lease>    etcd election candidates (the oldest one is elected)
+//   metadata/<key>         the REST /metadata store in cluster mode
+//
+// Registration (Register): the format record is checked (or created), the rank
+// claimed, a lease granted, then one transaction advances the epoch and writes
+// the member record bound to the lease, only if no live member has this node id.
+// The registration is valid until (send time of the last acknowledged lease
+// request) + TTL/2. Once that passes, or etcd says the lease is gone, the
+// registration is fenced for good: admitting() is false from then on, the
+// keepalive and campaign stop, and only a restart (a new incarnation) joins
+// again. Local DRAM/SSD service is not affected by any of this.
+//
+// The member list comes from a watch of the prefix (with periodic re-reads, see
+// etcd/watcher.h); a member whose record disappears is gone from Members() at
+// once.
+//
+// Thread-safety: Register and Shutdown from one thread; everything else from
+// any thread.
+#ifndef TIERKV_CLUSTER_MEMBERSHIP_H_
+#define TIERKV_CLUSTER_MEMBERSHIP_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cluster/ha_state.h"
+#include "common/clock.h"
+#include "etcd/etcd_client.h"
+#include "etcd/lease_keeper.h"
+#include "etcd/watcher.h"
+
+namespace tierkv {
+
+// The inventory stream protocol this build speaks (in the format record).
+inline constexpr const char* kStreamProtocol = "tierkv/inventory-stream/v1";
+
+struct MembershipOptions {
+  std::string cluster;
+  std::string node_id;
+  std::string endpoint;       // advertised peer address (--peer-advertise-addr or --addr)
+  std::string data_endpoint;  // --data-addr
+  std::string rest_url;
+  int64_t ttl_secs = 30;
+  std::optional<uint32_t> rank;       // --rank; otherwise the lowest free, kept per node id
+  int64_t resync_ms = 5000;           // periodic re-read of the prefix
+  int64_t compact_every_ms = 300000;  // coordinator: compact history older than this
+};
+
+class Membership final : public HaStateProvider {
+ public:
+  // `client` and `clock` must outlive the membership.
+  Membership(MembershipOptions options, etcd::Client* client, const Clock* clock);
+  ~Membership() override;
+
+  static std::string Prefix(const std::string& cluster) { return "/tierkv/v1/" + cluster + "/"; }
+
+  // Checks the format record and claims the rank (both before anything serves,
+  // so segments can be named by the rank). Errors: UNAVAILABLE (etcd did not
+  // answer), INVALID_ARGUMENT (format mismatch, naming both versions; a rank
+  // owned by another node).
+  Result<uint32_t> Prepare();
+  // Registers and starts the keepalive, the watch and the campaign. Errors:
+  // DUPLICATED (a live member has this node id), UNAVAILABLE.
+  Status Register();
+  // Graceful leave: fence, resign, stop the keepalive, revoke the lease, delete
+  // the member record, stop the watch. Bounded by the client's call deadline.
+  void Shutdown();
+
+  // True while registered and within validity (remote admission allowed).
+  bool admitting() const;
+  uint32_t rank() const { return rank_; }
+  const std::string& node_id() const { return options_.node_id; }
+  uint64_t epoch() const { return epoch_.load(); }
+  const std::string& runtime_uuid() const { return runtime_uuid_; }
+  const std::string& cluster_uuid() const { return cluster_uuid_; }
+
+  HaState Get() const override;
+  ClusterView Members() const override;
+  ClusterStats Stats() const override;
+
+ private:
+  std::string Key(const std::string& suffix) const { return prefix_ + suffix; }
+  Status CheckFormat();
+  Result<uint32_t> ClaimRank();
+  std::string MemberRecord() const;
+  bool ValidAt(int64_t now) const;  // registered, not fenced, before validity
+  void Fence(const char* why);
+  void Monitor();
+  void Campaign();
+  void ApplyReset(const std::vector<etcd::KeyValue>& kvs, int64_t revision);
+  void ApplyEvents(const std::vector<etcd::WatchEvent>& events, int64_t revision);
+  void ApplyPut(const etcd::KeyValue& kv);  // view_mu_ held
+  void UpdateLeaderLocked();
+
+  const MembershipOptions options_;
+  const std::string prefix_;
+  etcd::Client* const client_;
+  const Clock* const clock_;
+  const std::string runtime_uuid_;
+  std::string cluster_uuid_;
+  uint32_t rank_ = 0;
+  std::atomic<uint64_t> epoch_{0};
+  int64_t lease_id_ = 0;
+  int64_t granted_ttl_ = 0;
+  int64_t registered_at_ms_ = 0;
+
+  std::atomic<bool> registered_{false};
+  std::atomic<bool> fenced_{false};
+  std::atomic<int64_t> valid_until_{0};  // Clock::NowNanos
+  std::atomic<bool> elected_{false};
+  std::atomic<uint64_t> coordinator_changes_{0};
+
+  etcd::LeaseKeeper keeper_;
+  etcd::Watcher watcher_;
+
+  mutable std::mutex view_mu_;
+  std::map<std::string, MemberView> members_;                          // node id -> record
+  std::map<int64_t, std::pair<std::string, std::string>> candidates_;  // create rev -> (key, node)
+  std::string leader_node_;
+  int64_t view_revision_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::optional<etcd::LeaderKey> leader_key_;  // ours, once elected (mu_)
+  std::thread monitor_;
+  std::thread campaign_;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_MEMBERSHIP_H_

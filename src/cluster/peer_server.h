@@ -1,0 +1,48 @@
+// PeerServer: the manager's peer gRPC listener (--addr), serving the
+// tierkv.peer.Peer service (proto/peer/peer.proto). Today that is Identify (who
+// answers on this address) and gRPC's standard health service; the inventory
+// streams join it next.
+//
+// Thread-safety: Start/Stop from one thread.
+#ifndef TIERKV_CLUSTER_PEER_SERVER_H_
+#define TIERKV_CLUSTER_PEER_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tierkv/status.h"
+
+namespace tierkv {
+
+struct PeerIdentity {
+  std::string node_id;
+  std::string runtime_uuid;
+  uint64_t epoch = 0;
+  uint32_t rank = 0;
+  std::string stream_protocol;
+  std::string cluster_uuid;
+};
+
+class PeerServer {
+ public:
+  // `identity` is called on gRPC threads for each Identify; it must be
+  // thread-safe and quick.
+  explicit PeerServer(std::function<PeerIdentity()> identity);
+  ~PeerServer();
+  // Errors: UNAVAILABLE naming the address when it cannot be bound.
+  Status Start(const std::string& addr);
+  // Stops accepting, lets calls in flight finish for up to `grace_ms`.
+  void Stop(int64_t grace_ms = 2000);
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_PEER_SERVER_H_
