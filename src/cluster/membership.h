@@ -76,6 +76,9 @@ class Membership final : public HaStateProvider {
   // Registers and starts the keepalive, the watch and the campaign. Errors:
   // DUPLICATED (a live member has this node id), UNAVAILABLE.
   Status Register();
+  // The REST URL the member record advertises (call before Register, once the
+  // REST listener has its port).
+  void set_rest_url(std::string url) { options_.rest_url = std::move(url); }
   // Graceful leave: fence, resign, stop the keepalive, revoke the lease, delete
   // the member record, stop the watch. Bounded by the client's call deadline.
   void Shutdown();
@@ -106,7 +109,7 @@ class Membership final : public HaStateProvider {
   void ApplyPut(const etcd::KeyValue& kv);  // view_mu_ held
   void UpdateLeaderLocked();
 
-  const MembershipOptions options_;
+  MembershipOptions options_;
   const std::string prefix_;
   etcd::Client* const client_;
   const Clock* const clock_;

@@ -9,6 +9,7 @@ namespace tierkv::etcd {
 void Watcher::Start(WatchCallbacks callbacks) {
   callbacks_ = std::move(callbacks);
   stop_ = false;
+  (void)Reset();  // the first view before Start returns, when etcd answers
   watch_thread_ = std::thread([this] { RunWatch(); });
   if (resync_ms_ > 0) resync_thread_ = std::thread([this] { RunResync(); });
 }
@@ -33,7 +34,9 @@ bool Watcher::Reset() {
   Result<RangeResult> r = client_->Get(prefix_, /*prefix=*/true);
   if (!r.ok()) return false;
   std::lock_guard<std::mutex> lock(apply_mu_);
-  if (r->revision <= applied_.load(std::memory_order_relaxed)) return true;  // nothing newer
+  // Older than what the watch already delivered: it would roll the view back.
+  // At the same revision it is delivered again: it repairs events the watch lost.
+  if (r->revision < applied_.load(std::memory_order_relaxed)) return true;
   callbacks_.reset(r->kvs, r->revision);
   applied_.store(r->revision, std::memory_order_release);
   return true;
@@ -46,7 +49,7 @@ void Watcher::RunResync() {
 }
 
 void Watcher::RunWatch() {
-  while (!Reset()) {
+  while (applied_.load(std::memory_order_acquire) == 0 && !Reset()) {
     if (!Pause(std::chrono::milliseconds(200))) return;
   }
   while (Watch()) {

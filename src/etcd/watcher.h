@@ -6,7 +6,7 @@
 // recovered by a new range (reset) and a watch from that range's revision; a
 // stream that fails is reopened on the next endpoint from the resume revision.
 // Independently, the prefix is re-read every `resync_ms` and delivered as a
-// reset when it is newer than what was applied, because etcd 3.4 has known bugs
+// reset unless the watch has already delivered something newer, because etcd 3.4 has known bugs
 // that can lose watch events; consumers therefore treat a reset as the whole
 // truth and drop what it does not list.
 //
@@ -49,6 +49,8 @@ class Watcher {
   Watcher(const Watcher&) = delete;
   Watcher& operator=(const Watcher&) = delete;
 
+  // Reads the prefix once (the first reset is delivered before Start returns
+  // when etcd answers within the call deadline), then follows it.
   void Start(WatchCallbacks callbacks);
   void Stop();
 

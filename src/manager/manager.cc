@@ -113,6 +113,7 @@ Status Manager::Start() {
       return PeerIdentity{mem->node_id(), mem->runtime_uuid(), mem->epoch(),
                           mem->rank(),    kStreamProtocol,     mem->cluster_uuid()};
     });
+    membership_->set_rest_url(rest_->url());
     Status st = peer_server_->Start(config_.cluster.addr);
     if (st.ok()) st = membership_->Register();
     if (!st.ok()) {

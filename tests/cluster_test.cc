@@ -1,0 +1,384 @@
+// Cluster membership with real etcd and real manager processes: identity and
+// epochs, format checks, member loss, coordinator failover, etcd member and
+// quorum loss, partitions through a fault proxy, graceful leave, and /metadata
+// shared through etcd.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "etcd/etcd_client.h"
+#include "etcd_process.h"
+#include "fault_proxy.h"
+#include "manager_process.h"
+#include "tierkv/client.h"
+
+namespace tierkv {
+namespace {
+
+using Json = nlohmann::json;
+using testing::EtcdCluster;
+using testing::FaultProxy;
+using testing::ManagerProcess;
+using testing::WaitFor;
+
+constexpr int kTtl = 3;  // seconds: registration validity 1.5 s
+
+std::string UniqueCluster() {
+  static int n = 0;
+  return "c" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+struct Node {
+  std::string id;
+  std::string addr;  // advertised peer address
+  std::unique_ptr<ManagerProcess> proc;
+};
+
+std::vector<std::string> NodeArgs(const std::string& endpoints, const std::string& cluster,
+                                  const std::string& id, const std::string& addr,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> a = {"--etcd-endpoints",
+                                endpoints,
+                                "--cluster-name",
+                                cluster,
+                                "--node-id",
+                                id,
+                                "--addr",
+                                addr,
+                                "--membership-ttl-secs",
+                                std::to_string(kTtl)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+Node StartNode(const std::string& endpoints, const std::string& cluster, const std::string& id,
+               std::vector<std::string> extra = {}) {
+  Node n;
+  n.id = id;
+  n.addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  n.proc = std::make_unique<ManagerProcess>(NodeArgs(endpoints, cluster, id, n.addr, extra));
+  return n;
+}
+
+Json GetJson(const ManagerProcess& m, const std::string& path) {
+  httplib::Client http(m.rest());
+  http.set_read_timeout(5, 0);
+  auto res = http.Get(path);
+  if (!res) return Json();
+  return Json::parse(res->body, nullptr, false);
+}
+
+std::string GetText(const ManagerProcess& m, const std::string& path) {
+  httplib::Client http(m.rest());
+  auto res = http.Get(path);
+  return res ? res->body : "";
+}
+
+std::set<std::string> MemberIds(const ManagerProcess& m) {
+  std::set<std::string> out;
+  Json j = GetJson(m, "/cluster/members");
+  if (!j.is_object()) return out;
+  for (const auto& e : j["members"]) out.insert(e["node_id"].get<std::string>());
+  return out;
+}
+
+std::unique_ptr<etcd::Client> EtcdFor(const EtcdCluster& etcd) {
+  etcd::ClientOptions o;
+  for (int i = 0; i < etcd.size(); ++i) o.endpoints.push_back(etcd.client_addr(i));
+  auto c = etcd::Client::Create(o);
+  EXPECT_TRUE(c.ok());
+  return std::move(*c);
+}
+
+// Put and get one object through the manager's shared-memory socket.
+Status LocalRoundTrip(const ManagerProcess& m, const std::string& key) {
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return c.status();
+  const std::string value(4096, 'v');
+  if (Status st = (*c)->Put(key, value); !st.ok()) return st;
+  Result<std::string> back = (*c)->Get(key);
+  if (!back.ok()) return back.status();
+  return *back == value ? Status::Ok() : Status(Code::kInternal, "wrong bytes");
+}
+
+TEST(Cluster, ManagersFindEachOtherAndAgreeOnOneCoordinator) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "node-a");
+  Node b = StartNode(etcd.endpoints(), cluster, "node-b");
+  const std::set<std::string> both = {"node-a", "node-b"};
+  ASSERT_TRUE(WaitFor([&] { return MemberIds(*a.proc) == both && MemberIds(*b.proc) == both; }));
+
+  Json members = GetJson(*a.proc, "/cluster/members");
+  EXPECT_EQ(members["mode"], "cluster");
+  EXPECT_EQ(members["cluster"], cluster);
+  std::set<uint32_t> ranks;
+  for (const auto& m : members["members"]) {
+    ranks.insert(m["rank"].get<uint32_t>());
+    EXPECT_EQ(m["epoch"], 1);
+    EXPECT_EQ(m["incarnation"], 1);
+    EXPECT_EQ(m["endpoint"], m["node_id"] == "node-a" ? a.addr : b.addr);
+    EXPECT_FALSE(m["runtime_uuid"].get<std::string>().empty());
+    EXPECT_EQ(m["stream_protocol"], "tierkv/inventory-stream/v1");
+    EXPECT_GT(m["since_ms"].get<int64_t>(), 0);
+  }
+  EXPECT_EQ(ranks, (std::set<uint32_t>{0, 1}));  // the lowest free ranks, distinct
+
+  // Exactly one coordinator, and both name the same one.
+  ASSERT_TRUE(WaitFor([&] {
+    return GetJson(*a.proc, "/leader")["present"] == true &&
+           GetJson(*a.proc, "/leader")["leader_address"] ==
+               GetJson(*b.proc, "/leader")["leader_address"];
+  }));
+  const std::string ra = GetText(*a.proc, "/role"), rb = GetText(*b.proc, "/role");
+  EXPECT_TRUE((ra == "leader" && rb == "standby") || (ra == "standby" && rb == "leader"))
+      << ra << " " << rb;
+  const std::string leader_addr = GetJson(*a.proc, "/leader")["leader_address"];
+  EXPECT_EQ(leader_addr, ra == "leader" ? a.addr : b.addr);
+  Json health = GetJson(*b.proc, "/health");
+  EXPECT_EQ(health["ha_state"], "serving");
+  EXPECT_EQ(health["service_ready"], true);
+  EXPECT_GT(health["view_version"].get<uint64_t>(), 0u);
+  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "serving");
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_members"), 2);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_registered"), 1);
+
+  // The CLI lists both.
+  std::string out, err;
+  ASSERT_EQ(
+      testing::RunCommand({TIERKV_CLI_BIN, "--rest", a.proc->rest(), "members"}, "", &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("node-a"), std::string::npos) << out;
+  EXPECT_NE(out.find("node-b"), std::string::npos) << out;
+}
+
+TEST(Cluster, ALiveNodeIdIsRefusedAndRestartAdvancesEpochAndIncarnation) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "same");
+  const Json first = GetJson(*a.proc, "/cluster/members")["members"][0];
+
+  std::string err;
+  const std::string other = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  EXPECT_EQ(testing::RunServerExpectingFailure(
+                NodeArgs(etcd.endpoints(), cluster, "same", other,
+                         {"--uds-path", "/tmp/tierkv-dup-" + std::to_string(getpid()) + ".sock",
+                          "--listen", "", "--metrics-url", "http://127.0.0.1:0"}),
+                &err),
+            2);
+  EXPECT_NE(err.find("already has a live member"), std::string::npos) << err;
+  // The live member is untouched.
+  EXPECT_EQ(GetJson(*a.proc, "/cluster/members")["members"][0]["runtime_uuid"],
+            first["runtime_uuid"]);
+  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "serving");
+
+  // Graceful stop: exit 0 and the member record is gone from etcd.
+  auto kv = EtcdFor(etcd);
+  const std::string member_key = "/tierkv/v1/" + cluster + "/members/same";
+  auto keys = [&] {
+    auto r = kv->Get(member_key);
+    return r.ok() ? static_cast<int>(r->kvs.size()) : -1;
+  };
+  ASSERT_EQ(keys(), 1);
+  EXPECT_EQ(a.proc->Stop(SIGTERM), 0);
+  EXPECT_EQ(keys(), 0);
+
+  Node again = StartNode(etcd.endpoints(), cluster, "same");
+  const Json second = GetJson(*again.proc, "/cluster/members")["members"][0];
+  EXPECT_EQ(second["epoch"], 2);
+  EXPECT_EQ(second["incarnation"], 2);
+  EXPECT_NE(second["runtime_uuid"], first["runtime_uuid"]);
+  EXPECT_EQ(second["rank"], first["rank"]);  // the rank stays with the node id
+}
+
+TEST(Cluster, AMismatchedFormatIsRefusedNamingBothVersions) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  auto kv = EtcdFor(etcd);
+  ASSERT_TRUE(kv->Put("/tierkv/v1/" + cluster + "/format",
+                      R"({"stream_protocol":"tierkv/inventory-stream/v0","cluster_uuid":"x"})")
+                  .ok());
+  std::string err;
+  const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  EXPECT_EQ(testing::RunServerExpectingFailure(
+                NodeArgs(etcd.endpoints(), cluster, "n", addr,
+                         {"--uds-path", "/tmp/tierkv-fmt-" + std::to_string(getpid()) + ".sock",
+                          "--listen", "", "--metrics-url", "http://127.0.0.1:0"}),
+                &err),
+            2);
+  EXPECT_NE(err.find("tierkv/inventory-stream/v0"), std::string::npos) << err;
+  EXPECT_NE(err.find("tierkv/inventory-stream/v1"), std::string::npos) << err;
+  auto members = kv->Get("/tierkv/v1/" + cluster + "/members/", true);
+  ASSERT_TRUE(members.ok());
+  EXPECT_TRUE(members->kvs.empty());
+}
+
+TEST(Cluster, AKilledManagerDisappearsWithinTheTtlAndTheCoordinatorFailsOver) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  std::vector<Node> nodes;
+  for (const char* id : {"n0", "n1", "n2"})
+    nodes.push_back(StartNode(etcd.endpoints(), cluster, id));
+  const std::set<std::string> all = {"n0", "n1", "n2"};
+  ASSERT_TRUE(WaitFor([&] {
+    for (auto& n : nodes) {
+      if (MemberIds(*n.proc) != all) return false;
+    }
+    return true;
+  }));
+  size_t leader = nodes.size();
+  ASSERT_TRUE(WaitFor([&] {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (GetText(*nodes[i].proc, "/role") == "leader") leader = i;
+    }
+    return leader < nodes.size();
+  }));
+  const auto killed_at = std::chrono::steady_clock::now();
+  nodes[leader].proc->Stop(SIGKILL);
+  std::vector<Node*> alive;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i != leader) alive.push_back(&nodes[i]);
+  }
+  // Gone from every survivor's list within the TTL (plus scheduling slack).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (Node* n : alive) {
+          if (MemberIds(*n->proc).count(nodes[leader].id) != 0) return false;
+        }
+        return true;
+      },
+      (kTtl + 2) * 1000));
+  // A new coordinator among the survivors within two TTLs, named alike by both.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int leaders = 0;
+        for (Node* n : alive) leaders += GetText(*n->proc, "/role") == "leader";
+        const Json l0 = GetJson(*alive[0]->proc, "/leader");
+        const Json l1 = GetJson(*alive[1]->proc, "/leader");
+        return leaders == 1 && l0["present"] == true &&
+               l0["leader_address"] == l1["leader_address"];
+      },
+      2 * kTtl * 1000));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(2 * kTtl + 1));
+  const std::string addr = GetJson(*alive[0]->proc, "/leader")["leader_address"];
+  EXPECT_TRUE(addr == alive[0]->addr || addr == alive[1]->addr) << addr;
+}
+
+TEST(Cluster, LosingOneEtcdMemberWithQuorumKeptGoesUnnoticed) {
+  EtcdCluster etcd(3);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  ASSERT_EQ(GetText(*a.proc, "/ha_status"), "serving");
+  etcd.Kill(0);  // the first endpoint: the one in use
+  // Several keepalive periods later the registration is still valid.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2 * kTtl);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(GetText(*a.proc, "/ha_status"), "serving");
+    ASSERT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_fenced"), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(MemberIds(*a.proc), std::set<std::string>{"a"});
+  // /metadata (kept in etcd) still works through the survivors.
+  httplib::Client http(a.proc->rest());
+  auto put = http.Put("/metadata?key=k", "v", "text/plain");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->body, "metadata updated");
+}
+
+TEST(Cluster, QuorumLossFencesAfterValidityAndLocalServiceContinues) {
+  EtcdCluster etcd(3);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  ASSERT_TRUE(LocalRoundTrip(*a.proc, "before").ok());
+  etcd.Kill(1);
+  etcd.Kill(2);  // no quorum: updates and keepalives stop
+  ASSERT_TRUE(
+      WaitFor([&] { return GetText(*a.proc, "/ha_status") == "standby"; }, 4 * kTtl * 1000));
+  Json health = GetJson(*a.proc, "/health");
+  EXPECT_EQ(health["role"], "unknown");
+  EXPECT_EQ(health["service_ready"], true);
+  EXPECT_EQ(GetJson(*a.proc, "/leader")["present"], false);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_fenced"), 1);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_registered"), 0);
+  // Local DRAM service goes on, old objects included.
+  EXPECT_TRUE(LocalRoundTrip(*a.proc, "after").ok());
+  // Quorum back: a fenced registration never revives.
+  etcd.Restart(1);
+  etcd.Restart(2);
+  ASSERT_TRUE(WaitFor([&] { return etcd.Healthy(0) && etcd.Healthy(1); }, 20000));
+  auto kv = EtcdFor(etcd);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto r = kv->Get("/tierkv/v1/" + cluster + "/members/a");
+        return r.ok() && r->kvs.empty();
+      },
+      3 * kTtl * 1000));
+  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "standby");
+  EXPECT_EQ(a.proc->Stop(SIGTERM), 0);
+}
+
+TEST(Cluster, APartitionFromEtcdFencesThatManagerOnlyBlackholeAndReset) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  FaultProxy to_a(etcd.client_addr(0));
+  FaultProxy to_c(etcd.client_addr(0));
+  Node a = StartNode(to_a.addr(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  Node c = StartNode(to_c.addr(), cluster, "c");
+  const std::set<std::string> all = {"a", "b", "c"};
+  ASSERT_TRUE(WaitFor([&] { return MemberIds(*b.proc) == all; }));
+
+  to_a.SetMode(FaultProxy::Mode::kBlackhole);
+  to_c.SetMode(FaultProxy::Mode::kReset);
+  for (Node* n : {&a, &c}) {
+    ASSERT_TRUE(
+        WaitFor([&] { return GetText(*n->proc, "/ha_status") == "standby"; }, 4 * kTtl * 1000))
+        << n->id;
+    EXPECT_TRUE(LocalRoundTrip(*n->proc, "k").ok()) << n->id;
+  }
+  // The others lose them when their leases expire; b itself is untouched.
+  ASSERT_TRUE(
+      WaitFor([&] { return MemberIds(*b.proc) == std::set<std::string>{"b"}; }, 3 * kTtl * 1000));
+  EXPECT_EQ(GetText(*b.proc, "/ha_status"), "serving");
+  EXPECT_EQ(GetText(*b.proc, "/role"), "leader");
+  // Healing the partition does not revive them.
+  to_a.SetMode(FaultProxy::Mode::kPass);
+  to_c.SetMode(FaultProxy::Mode::kPass);
+  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "standby");
+  EXPECT_EQ(MemberIds(*b.proc), std::set<std::string>{"b"});
+}
+
+TEST(Cluster, MetadataIsSharedThroughEtcdWithTheContractsAnswers) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--metrics-max-body", "4MiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  httplib::Client ha(a.proc->rest()), hb(b.proc->rest());
+  auto put = ha.Put("/metadata?key=model", "llama", "text/plain");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->body, "metadata updated");
+  auto got = hb.Get("/metadata?key=model");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->body, "llama");
+  auto del = hb.Delete("/metadata?key=model");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->body, "metadata deleted");
+  auto gone = Json::parse(ha.Get("/metadata?key=model")->body, nullptr, false);
+  EXPECT_EQ(gone["success"], false);
+  EXPECT_EQ(gone["error_message"], "metadata key 'model' not found");
+  // Over etcd's request limit: a clear error, nothing stored.
+  auto big = ha.Put("/metadata?key=big", std::string(2 << 20, 'x'), "text/plain");
+  ASSERT_TRUE(big);
+  auto err = Json::parse(big->body, nullptr, false);
+  EXPECT_EQ(err["success"], false);
+  EXPECT_NE(err["error_message"].get<std::string>().find("etcd request limit"), std::string::npos);
+  EXPECT_EQ(Json::parse(hb.Get("/metadata?key=big")->body, nullptr, false)["success"], false);
+}
+
+}  // namespace
+}  // namespace tierkv

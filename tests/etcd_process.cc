@@ -1,0 +1,172 @@
+#include "etcd_process.h"
+
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace tierkv::testing {
+namespace {
+
+constexpr const char* kEtcdBin = "/usr/bin/etcd";
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "EtcdCluster: %s\n", msg.c_str());
+  std::abort();
+}
+
+void Reap(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    Die("cannot find a free port");
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+EtcdCluster::EtcdCluster(int members) {
+  if (access(kEtcdBin, X_OK) != 0) {
+    Die(std::string(kEtcdBin) + " is missing: run scripts/deps.sh (package etcd-server)");
+  }
+  char tmpl[] = "/tmp/tierkv-etcd-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) Die("mkdtemp failed");
+  dir_ = tmpl;
+  for (int i = 0; i < members; ++i) {
+    Member m;
+    m.name = "e" + std::to_string(i);
+    m.client_port = FreeLoopbackPort();
+    m.peer_port = FreeLoopbackPort();
+    if (!initial_cluster_.empty()) initial_cluster_ += ",";
+    initial_cluster_ += m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);
+    members_.push_back(m);
+  }
+  for (int i = 0; i < members; ++i) Spawn(i, false);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; i < members; ++i) {
+    while (!Healthy(i)) {
+      if (std::chrono::steady_clock::now() > deadline) Die("etcd did not become healthy");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+void EtcdCluster::Spawn(int i, bool existing) {
+  Member& m = members_[static_cast<size_t>(i)];
+  const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+  std::vector<std::string> args = {kEtcdBin,
+                                   "--name",
+                                   m.name,
+                                   "--data-dir",
+                                   dir_ + "/" + m.name,
+                                   "--listen-client-urls",
+                                   client,
+                                   "--advertise-client-urls",
+                                   client,
+                                   "--listen-peer-urls",
+                                   peer,
+                                   "--initial-advertise-peer-urls",
+                                   peer,
+                                   "--initial-cluster",
+                                   initial_cluster_,
+                                   "--initial-cluster-state",
+                                   existing ? "existing" : "new",
+                                   "--initial-cluster-token",
+                                   "tierkv-test",
+                                   "--unsafe-no-fsync",
+                                   "--heartbeat-interval",
+                                   "50",
+                                   "--election-timeout",
+                                   "500",
+                                   "--log-level",
+                                   "error"};
+  const pid_t pid = fork();
+  if (pid < 0) Die("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const std::string log = dir_ + "/" + m.name + ".log";
+    FILE* f = std::fopen(log.c_str(), "a");
+    if (f != nullptr) {
+      dup2(fileno(f), STDOUT_FILENO);
+      dup2(fileno(f), STDERR_FILENO);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  m.pid = pid;
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (Member& m : members_) {
+    if (m.pid > 0) {
+      kill(m.pid, SIGCONT);
+      kill(m.pid, SIGKILL);
+      Reap(m.pid);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string EtcdCluster::client_addr(int i) const {
+  return "127.0.0.1:" + std::to_string(members_[static_cast<size_t>(i)].client_port);
+}
+
+std::string EtcdCluster::endpoints() const {
+  std::string out;
+  for (int i = 0; i < size(); ++i) out += (i ? "," : "") + client_addr(i);
+  return out;
+}
+
+void EtcdCluster::Kill(int i) {
+  Member& m = members_[static_cast<size_t>(i)];
+  if (m.pid <= 0) return;
+  kill(m.pid, SIGCONT);
+  kill(m.pid, SIGKILL);
+  Reap(m.pid);
+  m.pid = -1;
+}
+
+void EtcdCluster::Pause(int i) { kill(members_[static_cast<size_t>(i)].pid, SIGSTOP); }
+void EtcdCluster::Resume(int i) { kill(members_[static_cast<size_t>(i)].pid, SIGCONT); }
+
+void EtcdCluster::Restart(int i) {
+  Kill(i);
+  Spawn(i, true);
+}
+
+bool EtcdCluster::Healthy(int i) const {
+  httplib::Client http("127.0.0.1", members_[static_cast<size_t>(i)].client_port);
+  http.set_connection_timeout(0, 300000);
+  http.set_read_timeout(1, 0);
+  auto res = http.Get("/health");
+  return res && res->status == 200 && res->body.find("\"true\"") != std::string::npos;
+}
+
+}  // namespace tierkv::testing
