@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 PYTHON ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 
-.PHONY: run test test-sanitize test-tsan fuzz deps build bench format format-check clean
+.PHONY: run run-cluster test test-sanitize test-tsan fuzz deps build bench format format-check clean
 
 deps:
 	@scripts/deps.sh
@@ -23,6 +23,10 @@ build: deps
 run: build
 	$(BUILD_DIR)/tierkv-server --kv-events-endpoint tcp://127.0.0.1:5557 --data-dir ./data \
 	  --ssd-dir ./data/ssd --ssd-size 4GiB
+
+# A local etcd and three managers on loopback (scripts/run-cluster.sh).
+run-cluster: build
+	scripts/run-cluster.sh $(BUILD_DIR)
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 300

@@ -417,14 +417,13 @@ ClusterStats Membership::Stats() const {
   return s;
 }
 
-void Membership::Shutdown() {
+void Membership::BeginShutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
   cv_.notify_all();
-  const bool was_registered = registered_.load();
   fenced_.store(true);  // no more remote admission from here on
   elected_.store(false);
   if (monitor_.joinable()) monitor_.join();
@@ -434,8 +433,17 @@ void Membership::Shutdown() {
     leader = leader_key_;
   }
   if (leader) (void)client_->Resign(*leader);
+}
+
+void Membership::Leave() {
+  BeginShutdown();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (left_) return;
+    left_ = true;
+  }
   keeper_.Stop();
-  if (was_registered) {
+  if (registered_.load()) {
     // Revoking the lease deletes the member record and our campaign key. The
     // explicit delete covers a revoke whose answer was lost; it only removes a
     // record still bound to our lease, never a newer incarnation's.
@@ -447,7 +455,9 @@ void Membership::Shutdown() {
   watcher_.Stop();
   client_->Cancel();  // a campaign still waiting returns now
   if (campaign_.joinable()) campaign_.join();
-  if (was_registered) spdlog::info("cluster {}: node {} left", options_.cluster, options_.node_id);
+  if (registered_.load()) {
+    spdlog::info("cluster {}: node {} left", options_.cluster, options_.node_id);
+  }
 }
 
 }  // namespace tierkv

@@ -79,9 +79,17 @@ class Membership final : public HaStateProvider {
   // The REST URL the member record advertises (call before Register, once the
   // REST listener has its port).
   void set_rest_url(std::string url) { options_.rest_url = std::move(url); }
-  // Graceful leave: fence, resign, stop the keepalive, revoke the lease, delete
-  // the member record, stop the watch. Bounded by the client's call deadline.
-  void Shutdown();
+  // Graceful leave, in two steps so the owner can drain its peer listener in
+  // between. BeginShutdown fences (no new remote admission) and resigns the
+  // election; Leave stops the keepalive, revokes the lease, deletes the member
+  // record (only if still bound to our lease) and stops the watch. Shutdown
+  // does both. Each is idempotent and bounded by the client's call deadline.
+  void BeginShutdown();
+  void Leave();
+  void Shutdown() {
+    BeginShutdown();
+    Leave();
+  }
 
   // True while registered and within validity (remote admission allowed).
   bool admitting() const;
@@ -139,6 +147,7 @@ class Membership final : public HaStateProvider {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool left_ = false;
   std::optional<etcd::LeaderKey> leader_key_;  // ours, once elected (mu_)
   std::thread monitor_;
   std::thread campaign_;

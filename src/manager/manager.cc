@@ -126,8 +126,11 @@ Status Manager::Start() {
 }
 
 void Manager::Stop() {
-  if (membership_) membership_->Shutdown();  // leave the cluster first
+  // Leave the cluster first: fence, let peer calls finish, then give up the
+  // lease and the member record.
+  if (membership_) membership_->BeginShutdown();
   if (peer_server_) peer_server_->Stop();
+  if (membership_) membership_->Leave();
   if (server_) server_->Stop();
   if (rest_) rest_->Stop();
   if (store_) store_->Stop();
