@@ -85,6 +85,7 @@ fuzz: deps
 bench: build
 	$(BUILD_DIR)/tierkv_bench --json bench/results/latest.json
 	$(BUILD_DIR)/tierkv_ssd_bench --dir ./bench-ssd --json bench/results/ssd.json
+	$(BUILD_DIR)/tierkv_cluster_bench --json bench/results/cluster.json
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
