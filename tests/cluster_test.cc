@@ -194,6 +194,17 @@ TEST(Cluster, ALiveNodeIdIsRefusedAndRestartAdvancesEpochAndIncarnation) {
   EXPECT_EQ(second["incarnation"], 2);
   EXPECT_NE(second["runtime_uuid"], first["runtime_uuid"]);
   EXPECT_EQ(second["rank"], first["rank"]);  // the rank stays with the node id
+
+  // A rank held by another node id is refused.
+  const std::string rank = std::to_string(first["rank"].get<uint32_t>());
+  EXPECT_EQ(testing::RunServerExpectingFailure(
+                NodeArgs(etcd.endpoints(), cluster, "other", other,
+                         {"--rank", rank, "--uds-path",
+                          "/tmp/tierkv-rank-" + std::to_string(getpid()) + ".sock", "--listen", "",
+                          "--metrics-url", "http://127.0.0.1:0"}),
+                &err),
+            2);
+  EXPECT_NE(err.find("rank " + rank + " belongs to node same"), std::string::npos) << err;
 }
 
 TEST(Cluster, AMismatchedFormatIsRefusedNamingBothVersions) {

@@ -138,3 +138,56 @@ TEST(Config, HelpAsksToExit) {
 
 }  // namespace
 }  // namespace tierkv
+
+namespace tierkv {
+namespace {
+
+TEST(Config, ClusterModeFlags) {
+  auto standalone = Parse({});
+  ASSERT_TRUE(standalone.ok());
+  EXPECT_FALSE(standalone->cluster.enabled());
+
+  auto c = Parse({"--etcd-endpoints", "http://10.0.0.1:2379, 10.0.0.2:2379", "--cluster-name",
+                  "inference", "--node-id", "cache-a", "--addr", "10.0.0.1:50055", "--data-addr",
+                  "10.0.0.1:50056", "--membership-ttl-secs", "12"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->cluster.enabled());
+  EXPECT_EQ(c->cluster.etcd_endpoints,
+            (std::vector<std::string>{"http://10.0.0.1:2379", "10.0.0.2:2379"}));
+  EXPECT_EQ(c->cluster.cluster_name, "inference");
+  EXPECT_EQ(c->cluster.advertise_addr, "10.0.0.1:50055");  // defaults to --addr
+  EXPECT_EQ(c->cluster.ttl_secs, 12);
+  EXPECT_FALSE(c->cluster.rank_given);
+  auto ranked = Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--rank", "3",
+                       "--peer-advertise-addr", "proxy:9"});
+  ASSERT_TRUE(ranked.ok()) << ranked.status().ToString();
+  EXPECT_TRUE(ranked->cluster.rank_given);
+  EXPECT_EQ(ranked->cluster.advertise_addr, "proxy:9");
+}
+
+TEST(Config, InvalidClusterFlagsNameTheOption) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {{"--etcd-endpoints", "e:2379"}, "needs --addr"},
+      {{"--addr", "127.0.0.1:1"}, "need --etcd-endpoints"},
+      {{"--etcd-endpoints", "e:2379,,f:2379", "--addr", "127.0.0.1:1"}, "empty entry"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "nope"}, "--addr"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--membership-ttl-secs", "1"},
+       "--membership-ttl-secs"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--cluster-name", "a/b"},
+       "--cluster-name"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--node-id", "x/y"}, "--node-id"},
+  };
+  for (const Case& k : cases) {
+    auto c = Parse(k.args);
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_EQ(c.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(c.status().message().find(k.text), std::string::npos) << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tierkv
