@@ -87,7 +87,7 @@ TEST(EtcdClient, KeysTransactionsAndLeasesAgainstARealEtcd) {
 
 TEST(EtcdClient, CallsFailOverToASurvivingMember) {
   EtcdCluster etcd(3);
-  auto c = Connect(etcd.endpoints());
+  auto c = Connect(etcd.endpoints(), 5000);  // a new raft leader may take a second or two
   ASSERT_TRUE(c->Put("/f/k", "v").ok());
   etcd.Kill(0);  // the endpoint the client uses first
   auto got = c->Get("/f/k");
