@@ -69,6 +69,45 @@ class HaStateProvider {
   virtual ClusterStats Stats() const { return {}; }
 };
 
+// What /cache/metadata reports: the global index's coverage of the other
+// owners at the captured membership revision, and the streams' traffic.
+struct CoverageView {
+  bool enabled = false;
+  std::string scope_kind = "all";  // all | exact | empty
+  std::string scope_digest;
+  uint64_t namespace_count = 0;
+  int64_t membership_revision = 0;
+  uint64_t expected = 0, complete = 0, staging = 0, partial = 0, missing = 0;
+  bool complete_coverage = false;  // every expected owner's view is complete
+  uint64_t entries = 0, index_bytes = 0, index_budget = 0;
+  uint64_t installs = 0, resets = 0, refused_budget = 0, rejected_views = 0;
+  uint64_t streams_in = 0, streams_out = 0, stream_failures = 0;
+  uint64_t frames_in = 0, frames_out = 0, bytes_in = 0, bytes_out = 0;
+  uint64_t snapshots_out = 0, resets_out = 0;
+};
+
+// One replica of a key on another owner, as the global index knows it.
+struct RemoteBlobView {
+  std::string owner;
+  uint32_t rank = 0;
+  int medium = 1;  // tierkv Medium
+  uint64_t size = 0;
+  uint64_t generation = 0;
+  bool complete = true;  // false: a partial hint from a broken stream
+};
+
+// The global index as http/ sees it (cluster mode only).
+class ClusterIndexView {
+ public:
+  virtual ~ClusterIndexView() = default;
+  virtual CoverageView Coverage() const = 0;
+  virtual std::vector<RemoteBlobView> Locate(const std::string& tenant,
+                                             const std::string& key) const = 0;
+  // The sequence up to which this manager's view of `owner` is complete (0:
+  // no complete view).
+  virtual uint64_t OwnerWatermark(const std::string& owner) const = 0;
+};
+
 class StandaloneHaState final : public HaStateProvider {
  public:
   HaState Get() const override { return HaState{}; }

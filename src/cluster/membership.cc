@@ -231,8 +231,14 @@ Status Membership::Register() {
                    }
                  },
                  [this] { Fence("etcd reports the lease gone"); }});
-  watcher_.Start({[this](const auto& kvs, int64_t rev) { ApplyReset(kvs, rev); },
-                  [this](const auto& events, int64_t rev) { ApplyEvents(events, rev); }});
+  watcher_.Start({[this](const auto& kvs, int64_t rev) {
+                    ApplyReset(kvs, rev);
+                    Notify();
+                  },
+                  [this](const auto& events, int64_t rev) {
+                    ApplyEvents(events, rev);
+                    Notify();
+                  }});
   monitor_ = std::thread([this] { Monitor(); });
   campaign_ = std::thread([this] { Campaign(); });
   return Status::Ok();
@@ -351,6 +357,16 @@ void Membership::ApplyEvents(const std::vector<etcd::WatchEvent>& events, int64_
   }
   view_revision_ = revision;
   UpdateLeaderLocked();
+}
+
+void Membership::Notify() {
+  if (!listener_) return;
+  std::vector<MemberView> members;
+  {
+    std::lock_guard<std::mutex> lock(view_mu_);
+    for (const auto& [id, m] : members_) members.push_back(m);
+  }
+  listener_(members);
 }
 
 HaState Membership::Get() const {

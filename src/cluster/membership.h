@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -99,6 +100,12 @@ class Membership final : public HaStateProvider {
   const std::string& runtime_uuid() const { return runtime_uuid_; }
   const std::string& cluster_uuid() const { return cluster_uuid_; }
 
+  // Called with the whole member list after every change the watch applies
+  // (on the watch's thread; it must not block). Set before Register.
+  void SetListener(std::function<void(const std::vector<MemberView>&)> listener) {
+    listener_ = std::move(listener);
+  }
+
   HaState Get() const override;
   ClusterView Members() const override;
   ClusterStats Stats() const override;
@@ -137,6 +144,9 @@ class Membership final : public HaStateProvider {
 
   etcd::LeaseKeeper keeper_;
   etcd::Watcher watcher_;
+
+  std::function<void(const std::vector<MemberView>&)> listener_;
+  void Notify();  // calls listener_ with the current list (view_mu_ not held)
 
   mutable std::mutex view_mu_;
   std::map<std::string, MemberView> members_;                          // node id -> record

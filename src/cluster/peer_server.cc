@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "cluster/inventory_stream.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
@@ -25,6 +26,18 @@ class PeerService final : public tierkv::peer::Peer::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Inventory(grpc::ServerContext* ctx, const peer::InventoryRequest* req,
+                         grpc::ServerWriter<peer::InventoryFrame>* writer) override {
+    if (inventory_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no inventory on this manager");
+    }
+    tierkv::Inventory::ServeContext c{ctx, req, writer, grpc::Status::OK};
+    inventory_->Serve(c);
+    return c.status;
+  }
+
+  tierkv::Inventory* inventory_ = nullptr;
+
  private:
   std::function<PeerIdentity()> identity_;
 };
@@ -40,6 +53,8 @@ struct PeerServer::Impl {
 PeerServer::PeerServer(std::function<PeerIdentity()> identity)
     : impl_(std::make_unique<Impl>(std::move(identity))) {}
 PeerServer::~PeerServer() { Stop(0); }
+
+void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
 
 Status PeerServer::Start(const std::string& addr) {
   grpc::EnableDefaultHealthCheckService(true);

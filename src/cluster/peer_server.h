@@ -1,7 +1,7 @@
 // PeerServer: the manager's peer gRPC listener (--addr), serving the
-// tierkv.peer.Peer service (proto/peer/peer.proto). Today that is Identify (who
-// answers on this address) and gRPC's standard health service; the inventory
-// streams join it next.
+// tierkv.peer.Peer service (proto/peer/peer.proto): Identify (who answers on
+// this address), the inventory streams (cluster/inventory.h) and gRPC's
+// standard health service.
 //
 // Thread-safety: Start/Stop from one thread.
 #ifndef TIERKV_CLUSTER_PEER_SERVER_H_
@@ -15,6 +15,8 @@
 #include "tierkv/status.h"
 
 namespace tierkv {
+
+class Inventory;
 
 struct PeerIdentity {
   std::string node_id;
@@ -31,6 +33,8 @@ class PeerServer {
   // thread-safe and quick.
   explicit PeerServer(std::function<PeerIdentity()> identity);
   ~PeerServer();
+  // The inventory streams' owner side (before Start; may be null).
+  void SetInventory(Inventory* inventory);
   // Errors: UNAVAILABLE naming the address when it cannot be bound.
   Status Start(const std::string& addr);
   // Stops accepting, lets calls in flight finish for up to `grace_ms`.

@@ -8,28 +8,14 @@
 
 #include "common/tracer.h"
 #include "http/rest_body.h"
+#include "http/rest_reply.h"
 #include "http/rest_router.h"
 #include "http/rest_server.h"
 
 namespace tierkv {
 namespace {
 
-using Json = nlohmann::ordered_json;
-constexpr const char* kJsonType = "application/json; charset=utf-8";
-constexpr const char* kTextType = "text/plain; charset=utf-8";
-
-int64_t NowMs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
-
-void SendJson(httplib::Response& res, const Json& j) { res.set_content(j.dump(), kJsonType); }
-void SendText(httplib::Response& res, const std::string& s) { res.set_content(s, kTextType); }
-void SendError(httplib::Response& res, const std::string& message) {
-  res.status = 200;  // business errors are HTTP 200; `success` tells
-  res.set_content(ErrorBody(message, NowMs()), kJsonType);
-}
+using namespace rest_reply;
 
 // A required, non-empty query parameter; sends the error and returns false.
 bool Param(const httplib::Request& req, httplib::Response& res, const char* name,
@@ -85,11 +71,14 @@ Json SegmentRecord(const SegmentInfo& s, const char* name_field) {
   return j;
 }
 
-// One /query_key record; `info` null for an invalid (missing) key.
-Json KeyRecord(const std::string& key, const ObjectInfo* info, uint32_t rank, int64_t now_ms) {
+// One /query_key record; `info` null when the key is not stored here. In
+// cluster mode `remote` lists the replicas other owners advertise (rank = the
+// owner's); a key that is only remote is valid with the remote size.
+Json KeyRecord(const std::string& key, const ObjectInfo* info, uint32_t rank, int64_t now_ms,
+               const std::vector<RemoteBlobView>& remote = {}) {
   Json j;
   j["key"] = key;
-  j["size"] = info ? info->size : 0;
+  j["size"] = info ? info->size : (remote.empty() ? 0 : remote.front().size);
   j["prot"] = 0;
   Json blobs = Json::array();
   if (info) {
@@ -105,8 +94,17 @@ Json KeyRecord(const std::string& key, const ObjectInfo* info, uint32_t rank, in
       blobs.push_back(b);
     }
   }
+  for (const RemoteBlobView& r : remote) {
+    Json b;
+    b["rank"] = r.rank;
+    b["medium"] = MediumUpper(static_cast<Medium>(r.medium));
+    b["gva"] = 0;
+    b["state"] = 2;  // READABLE on its owner
+    b["leaseTimeoutTtlMs"] = 0;
+    blobs.push_back(b);
+  }
   j["numBlobs"] = blobs.size();
-  j["valid"] = info != nullptr;
+  j["valid"] = info != nullptr || !remote.empty();
   j["blobs"] = blobs;
   // Beyond the contract, and only for an object put with one: its storage namespace.
   if (info && !info->name_space.empty()) j["namespace"] = info->name_space;
@@ -125,6 +123,9 @@ const std::map<std::string, std::string>& KnownPaths() {
       {"/ha_status", "GET"},
       {"/leader", "GET"},
       {"/cluster/members", "GET"},
+      {"/cache/metadata", "GET"},
+      {"/cache/sync", "POST"},
+      {"/cache/metadata/await", "POST"},
       {"/query_key", "GET"},
       {"/batch_query_keys", "GET"},
       {"/key", "DELETE"},
@@ -197,12 +198,21 @@ void RestServer::KeyRoutes() {
   Store* store = deps_.store;
   const uint32_t rank = options_.rank;
 
+  ClusterIndexView* cluster = deps_.cluster_index;
+  auto remote_of = [cluster](const std::string& tenant, const std::string& key) {
+    return cluster != nullptr ? cluster->Locate(tenant, key) : std::vector<RemoteBlobView>{};
+  };
+
   http_->Get("/query_key", [=](const httplib::Request& req, httplib::Response& res) {
     std::string key;
     if (!Param(req, res, "key", &key)) return;
-    Result<ObjectInfo> info = store->Query(rest, {TenantParam(req), key});
-    if (!info.ok()) return SendError(res, info.status().ToString());
-    SendJson(res, KeyRecord(key, &*info, rank, NowMs()));
+    const std::string tenant = TenantParam(req);
+    Result<ObjectInfo> info = store->Query(rest, {tenant, key});
+    const std::vector<RemoteBlobView> remote = remote_of(tenant, key);
+    if (!info.ok() && (info.status().code() != Code::kNotFound || remote.empty())) {
+      return SendError(res, info.status().ToString());
+    }
+    SendJson(res, KeyRecord(key, info.ok() ? &*info : nullptr, rank, NowMs(), remote));
   });
 
   http_->Get("/batch_query_keys", [=](const httplib::Request& req, httplib::Response& res) {
@@ -213,8 +223,10 @@ void RestServer::KeyRoutes() {
     std::vector<Result<ObjectInfo>> infos = store->BatchQuery(rest, TenantParam(req), views);
     Json data = Json::array();
     const int64_t now = NowMs();
+    const std::string tenant = TenantParam(req);
     for (size_t i = 0; i < keys.size(); ++i) {
-      data.push_back(KeyRecord(keys[i], infos[i].ok() ? &*infos[i] : nullptr, rank, now));
+      data.push_back(KeyRecord(keys[i], infos[i].ok() ? &*infos[i] : nullptr, rank, now,
+                               remote_of(tenant, keys[i])));
     }
     Json j;
     j["success"] = true;
@@ -427,35 +439,7 @@ void RestServer::StatusRoutes() {
     SendJson(res, j);
   });
 
-  http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
-    const ClusterView v = ha->Members();
-    Json j;
-    j["mode"] = v.enabled ? "cluster" : "standalone";
-    j["cluster"] = v.cluster;
-    j["node_id"] = v.node_id;
-    j["revision"] = v.revision;
-    Json members = Json::array();
-    for (const MemberView& m : v.members) {
-      char since[32] = {};
-      const time_t secs = static_cast<time_t>(m.since_unix_ms / 1000);
-      struct tm utc {};
-      gmtime_r(&secs, &utc);
-      strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &utc);
-      members.push_back({{"node_id", m.node_id},
-                         {"rank", m.rank},
-                         {"endpoint", m.endpoint},
-                         {"data_endpoint", m.data_endpoint},
-                         {"rest_url", m.rest_url},
-                         {"runtime_uuid", m.runtime_uuid},
-                         {"incarnation", m.incarnation},
-                         {"epoch", m.epoch},
-                         {"stream_protocol", m.stream_protocol},
-                         {"since", since},
-                         {"since_ms", m.since_unix_ms}});
-    }
-    j["members"] = members;
-    SendJson(res, j);
-  });
+  ClusterRoutes();
 
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(RenderPrometheus(Snapshot()), "text/plain; version=0.0.4");

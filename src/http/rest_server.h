@@ -63,6 +63,7 @@ struct RestDeps {
   events::KvEventPublisher* publisher = nullptr;  // null when events are off
   HaStateProvider* ha = nullptr;
   MetadataStore* metadata = nullptr;
+  ClusterIndexView* cluster_index = nullptr;  // null when standalone
 };
 
 class RestServer {
@@ -89,6 +90,7 @@ class RestServer {
   void CapacityRoutes();
   void MemoryRoutes();
   void StatusRoutes();
+  void ClusterRoutes();
   void Enqueue(std::function<void()> job);
   void WorkerLoop();
   std::vector<SegmentInfo> Segments() const;

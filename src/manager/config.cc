@@ -280,6 +280,11 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "address peers dial to reach --addr (default: --addr)");
   app.add_option("--data-addr", cl.data_addr, "peer data channel HOST:PORT (cluster mode)");
   app.add_option("--membership-ttl-secs", cl.ttl_secs, "membership lease TTL in seconds");
+  std::string journal = "16MiB", index_budget = "256MiB";
+  app.add_option("--inventory-journal-bytes", journal,
+                 "cluster mode: the change journal peers' inventory streams read from");
+  app.add_option("--index-budget", index_budget,
+                 "cluster mode: memory for the global index (installed and staging views)");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -328,6 +333,15 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   cl.rank_given = app.count("--rank") > 0;
   cl.dp_rank_given = dp_rank >= 0;
   if (Status st = ValidateCluster(etcd_endpoints, cl); !st.ok()) return st;
+  if (Status st = SizeOption("inventory-journal-bytes", journal, &cl.inventory_journal_bytes);
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = SizeOption("index-budget", index_budget, &cl.index_budget); !st.ok()) return st;
+  if (cl.inventory_journal_bytes < (64u << 10)) {
+    return InvalidArgument("--inventory-journal-bytes must be at least 64KiB");
+  }
+  if (cl.enabled()) c.store.journal_bytes = cl.inventory_journal_bytes;
   c.rest.rank = c.server.rank;
   c.rest.events_queue_capacity = c.events.queue_capacity;
   if (c.node_id.empty()) {

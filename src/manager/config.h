@@ -29,12 +29,14 @@ struct SsdConfig {
 struct ClusterConfig {
   std::vector<std::string> etcd_endpoints;
   std::string cluster_name = "default";
-  std::string addr;            // peer gRPC listener HOST:PORT
-  std::string advertise_addr;  // what peers dial (default: addr)
-  std::string data_addr;       // data channel HOST:PORT
-  int64_t ttl_secs = 30;       // membership lease TTL
-  bool rank_given = false;     // --rank was set (else the cluster assigns one)
-  bool dp_rank_given = false;  // --dp-rank was set
+  std::string addr;                                // peer gRPC listener HOST:PORT
+  std::string advertise_addr;                      // what peers dial (default: addr)
+  std::string data_addr;                           // data channel HOST:PORT
+  int64_t ttl_secs = 30;                           // membership lease TTL
+  uint64_t inventory_journal_bytes = 16ull << 20;  // the store's change journal
+  uint64_t index_budget = 256ull << 20;            // global index: active + staging views
+  bool rank_given = false;                         // --rank was set (else the cluster assigns one)
+  bool dp_rank_given = false;                      // --dp-rank was set
   bool enabled() const { return !etcd_endpoints.empty(); }
 };
 

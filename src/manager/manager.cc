@@ -77,18 +77,31 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   }
   m->server_ = std::make_unique<Server>(cfg.server, m->store_.get());
   HaStateProvider* ha = &m->standalone_ha_;
+  ClusterIndexView* index_view = nullptr;
   if (m->membership_) {
     m->metadata_ = std::make_unique<EtcdMetadataStore>(
         m->etcd_.get(), Membership::Prefix(cfg.cluster.cluster_name) + "metadata/");
     ha = m->membership_.get();
+    Membership* mem = m->membership_.get();
+    m->index_ = std::make_unique<GlobalIndex>(cfg.cluster.index_budget);
+    InventoryOptions io;
+    io.node_id = cfg.node_id;
+    io.runtime_uuid = mem->runtime_uuid();
+    io.epoch = [mem] { return mem->epoch(); };
+    io.admitting = [mem] { return mem->admitting(); };
+    m->inventory_ = std::make_unique<Inventory>(io, m->store_.get(), m->index_.get());
+    Inventory* inv = m->inventory_.get();
+    mem->SetListener([inv](const std::vector<MemberView>& members) { inv->SetMembers(members); });
+    m->index_view_ = std::make_unique<ClusterIndexAdapter>(m->index_.get(), inv, mem);
+    index_view = m->index_view_.get();
   } else {
     Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(cfg.data_dir);
     if (!meta.ok()) return meta.status();
     m->metadata_ = std::move(*meta);
   }
   m->rest_ = std::make_unique<RestServer>(
-      cfg.rest,
-      RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha, m->metadata_.get()});
+      cfg.rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha,
+                         m->metadata_.get(), index_view});
   return m;
 }
 
@@ -113,6 +126,7 @@ Status Manager::Start() {
       return PeerIdentity{mem->node_id(), mem->runtime_uuid(), mem->epoch(),
                           mem->rank(),    kStreamProtocol,     mem->cluster_uuid()};
     });
+    peer_server_->SetInventory(inventory_.get());
     membership_->set_rest_url(rest_->url());
     Status st = peer_server_->Start(config_.cluster.addr);
     if (st.ok()) st = membership_->Register();
@@ -129,6 +143,7 @@ void Manager::Stop() {
   // Leave the cluster first: fence, let peer calls finish, then give up the
   // lease and the member record.
   if (membership_) membership_->BeginShutdown();
+  if (inventory_) inventory_->Stop();  // owner streams end with a reset, followers stop
   if (peer_server_) peer_server_->Stop();
   if (membership_) membership_->Leave();
   if (server_) server_->Stop();

@@ -16,7 +16,10 @@
 #include <memory>
 #include <string>
 
+#include "cluster/cluster_index.h"
+#include "cluster/global_index.h"
 #include "cluster/ha_state.h"
+#include "cluster/inventory.h"
 #include "cluster/membership.h"
 #include "cluster/peer_server.h"
 #include "common/clock.h"
@@ -52,6 +55,7 @@ class Manager {
   RestServer& rest() { return *rest_; }
   // Null in standalone mode.
   Membership* membership() { return membership_.get(); }
+  GlobalIndex* global_index() { return index_.get(); }
 
  private:
   explicit Manager(const ManagerConfig& config) : config_(config) {}
@@ -67,6 +71,9 @@ class Manager {
   std::unique_ptr<etcd::Client> etcd_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<PeerServer> peer_server_;
+  std::unique_ptr<GlobalIndex> index_;
+  std::unique_ptr<Inventory> inventory_;
+  std::unique_ptr<ClusterIndexAdapter> index_view_;
   std::unique_ptr<RestServer> rest_;
   std::string ssd_error_;
   bool started_ = false;

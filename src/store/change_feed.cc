@@ -1,6 +1,7 @@
 #include "store/change_feed.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace tierkv {
 
@@ -61,7 +62,14 @@ uint64_t ChangeFeed::Commit(Change& slot) {
     --count_;
     ++first_kept_;
   }
+  grew_.notify_all();
   return slot.sequence;
+}
+
+bool ChangeFeed::WaitAfter(uint64_t after, int64_t timeout_ms) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return grew_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                        [&] { return last_.load(std::memory_order_relaxed) > after; });
 }
 
 FeedRead ChangeFeed::ReadAfter(uint64_t after, size_t max) const {

@@ -18,6 +18,7 @@
 #define TIERKV_STORE_CHANGE_FEED_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -67,6 +68,10 @@ class ChangeFeed {
 
   size_t journal_bytes() const;
 
+  // Blocks until a change with sequence > `after` exists or `timeout_ms` pass;
+  // true when there is one. For stream owners that follow the feed.
+  bool WaitAfter(uint64_t after, int64_t timeout_ms) const;
+
  private:
   static size_t Cost(const Change& c) {
     return sizeof(Change) + c.tenant.size() + c.key.size() + c.group_id.size() +
@@ -80,6 +85,7 @@ class ChangeFeed {
   const size_t budget_;
   std::atomic<uint64_t> last_{0};
   mutable std::mutex mu_;
+  mutable std::condition_variable grew_;  // notified by every journaled change
   // The journal: count_ changes, sequences first_kept_ .. last_, contiguous,
   // starting at ring_[head_]; ring_.size() is a power of two.
   std::vector<Change> ring_;

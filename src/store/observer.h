@@ -36,8 +36,8 @@ struct ReplicaEvent {
   Medium medium = Medium::kDram;
   uint64_t size = 0;
   RemoveCause cause = RemoveCause::kRemoved;  // OnRemoved only
-  uint64_t generation = 0;      // new each time the key is (re)created by a put or upsert
-  uint64_t sequence = 0;        // the store's change sequence of this transition (change_feed.h)
+  uint64_t generation = 0;  // new each time the key is (re)created by a put or upsert
+  uint64_t sequence = 0;    // the store's change sequence of this transition (change_feed.h)
   std::string_view name_space = {};  // of the put that created the value ("" = none)
 };
 

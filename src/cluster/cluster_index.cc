@@ -1,0 +1,59 @@
+#include "cluster/cluster_index.h"
+
+#include <xxhash.h>
+
+#include <cstdio>
+
+namespace tierkv {
+
+std::string ClusterIndexAdapter::ScopeDigest(const std::string& kind) {
+  const std::string canonical = "tierkv-scope/v1:" + kind;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(canonical.data(), canonical.size())));
+  return hex;
+}
+
+CoverageView ClusterIndexAdapter::Coverage() const {
+  CoverageView v;
+  v.enabled = true;
+  v.scope_kind = "all";
+  v.scope_digest = ScopeDigest(v.scope_kind);
+  v.membership_revision = static_cast<int64_t>(membership_->Get().view_version);
+  const IndexStats s = index_->Stats();
+  v.expected = s.expected;
+  v.complete = s.complete;
+  v.staging = s.staging;
+  v.partial = s.partial;
+  v.missing = s.missing;
+  v.complete_coverage = s.complete == s.expected;
+  v.entries = s.entries;
+  v.index_bytes = s.bytes;
+  v.index_budget = s.budget;
+  v.installs = s.installs;
+  v.resets = s.resets;
+  v.refused_budget = s.refused_budget;
+  const InventoryStats is = inventory_->Stats();
+  v.rejected_views = is.rejected_views;
+  v.streams_out = is.streams_out;
+  v.stream_failures = is.stream_failures;
+  v.frames_in = is.frames_in;
+  v.frames_out = is.frames_out;
+  v.bytes_in = is.bytes_in;
+  v.bytes_out = is.bytes_out;
+  v.snapshots_out = is.snapshots_out;
+  v.resets_out = is.resets_out;
+  v.streams_in = s.complete;  // one stream per complete view
+  return v;
+}
+
+std::vector<RemoteBlobView> ClusterIndexAdapter::Locate(const std::string& tenant,
+                                                        const std::string& key) const {
+  std::vector<RemoteBlobView> out;
+  for (const RemoteLocation& l : index_->Lookup(tenant, key).locations) {
+    out.push_back({l.owner, l.rank, static_cast<int>(l.medium), l.size, l.generation, l.complete});
+  }
+  return out;
+}
+
+}  // namespace tierkv

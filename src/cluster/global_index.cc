@@ -1,0 +1,192 @@
+#include "cluster/global_index.h"
+
+#include <mutex>
+
+namespace tierkv {
+namespace {
+
+std::string Composite(std::string_view tenant, std::string_view key) {
+  std::string c;
+  c.reserve(tenant.size() + 1 + key.size());
+  c.append(tenant);
+  c.push_back('\0');
+  c.append(key);
+  return c;
+}
+
+}  // namespace
+
+void OwnerView::Apply(const InventoryDelta& d) {
+  if (d.kind == InventoryDelta::kCleared) {
+    const std::string prefix = Composite(d.tenant, "");
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->first.compare(0, prefix.size(), prefix) == 0) {
+        bytes_ -= Cost(it->first, it->second);
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return;
+  }
+  const std::string c = Composite(d.tenant, d.key);
+  auto it = entries_.find(c);
+  if (d.kind == InventoryDelta::kStored) {
+    if (it == entries_.end()) {
+      it = entries_.emplace(c, RemoteEntry{}).first;
+      bytes_ += Cost(c, it->second);
+    }
+    RemoteEntry& e = it->second;
+    if (e.generation != d.generation) {  // a new value: replicas of the old one are gone
+      e.dram = e.ssd = false;
+      e.generation = d.generation;
+    }
+    bytes_ -= e.name_space.size();
+    e.name_space = d.name_space;
+    bytes_ += e.name_space.size();
+    e.size = d.size;
+    (d.medium == Medium::kSsd ? e.ssd : e.dram) = true;
+    return;
+  }
+  if (it == entries_.end() || it->second.generation != d.generation) return;  // older value
+  (d.medium == Medium::kSsd ? it->second.ssd : it->second.dram) = false;
+  if (!it->second.dram && !it->second.ssd) {
+    bytes_ -= Cost(it->first, it->second);
+    entries_.erase(it);
+  }
+}
+
+const RemoteEntry* OwnerView::Find(const std::string& composite) const {
+  auto it = entries_.find(composite);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void GlobalIndex::SetExpected(
+    const std::map<std::string, std::pair<std::string, uint32_t>>& owners) {
+  std::unique_lock lock(mu_);
+  for (auto it = owners_.begin(); it != owners_.end();) {
+    auto want = owners.find(it->first);
+    if (want == owners.end() || want->second.first != it->second.uuid) {
+      it = owners_.erase(it);  // left (or restarted as a new incarnation): hidden at once
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [node, id] : owners) {
+    auto [it, added] = owners_.try_emplace(node);
+    if (added) {
+      it->second.uuid = id.first;
+      it->second.rank = id.second;
+    }
+  }
+}
+
+void GlobalIndex::BeginStaging() {
+  std::unique_lock lock(mu_);
+  ++staging_views_;
+}
+
+bool GlobalIndex::ReserveStaging(uint64_t bytes) {
+  std::unique_lock lock(mu_);
+  if (ActiveBytesLocked() + staging_bytes_ + bytes > budget_) return false;
+  staging_bytes_ += bytes;
+  return true;
+}
+
+void GlobalIndex::AbandonStaging(uint64_t bytes, bool over_budget) {
+  std::unique_lock lock(mu_);
+  staging_bytes_ -= std::min(staging_bytes_, bytes);
+  if (staging_views_ > 0) --staging_views_;
+  if (over_budget) ++refused_budget_;
+}
+
+void GlobalIndex::Install(const std::string& owner, const std::string& uuid,
+                          std::unique_ptr<OwnerView> view, uint64_t watermark, uint64_t staged) {
+  std::unique_lock lock(mu_);
+  staging_bytes_ -= std::min(staging_bytes_, staged);
+  if (staging_views_ > 0) --staging_views_;
+  auto it = owners_.find(owner);
+  if (it == owners_.end() || it->second.uuid != uuid) return;  // it left meanwhile
+  it->second.view = std::move(view);
+  it->second.complete = true;
+  it->second.watermark = watermark;
+  ++installs_;
+}
+
+bool GlobalIndex::ApplyDeltas(const std::string& owner, uint64_t from_sequence,
+                              uint64_t to_sequence, const std::vector<InventoryDelta>& changes) {
+  std::unique_lock lock(mu_);
+  auto it = owners_.find(owner);
+  if (it == owners_.end()) return true;  // forgotten: nothing to keep up to date
+  Owner& o = it->second;
+  if (!o.complete || !o.view || from_sequence != o.watermark + 1 || to_sequence < o.watermark) {
+    return false;
+  }
+  for (const InventoryDelta& d : changes) o.view->Apply(d);
+  o.watermark = to_sequence;
+  return true;
+}
+
+void GlobalIndex::MarkPartial(const std::string& owner, bool reset) {
+  std::unique_lock lock(mu_);
+  auto it = owners_.find(owner);
+  if (it == owners_.end()) return;
+  if (it->second.complete && reset) ++resets_;
+  it->second.complete = false;
+}
+
+IndexLookup GlobalIndex::Lookup(std::string_view tenant, std::string_view key) const {
+  IndexLookup out;
+  const std::string c = Composite(tenant, key);
+  std::shared_lock lock(mu_);
+  bool all_complete = true;
+  for (const auto& [node, o] : owners_) {
+    all_complete &= o.complete;
+    if (!o.view) continue;
+    const RemoteEntry* e = o.view->Find(c);
+    if (e == nullptr) continue;
+    for (Medium m : {Medium::kDram, Medium::kSsd}) {
+      if (!(m == Medium::kDram ? e->dram : e->ssd)) continue;
+      out.locations.push_back({node, o.uuid, o.rank, m, e->size, e->generation, o.complete});
+    }
+  }
+  out.absence_proved = out.locations.empty() && all_complete;
+  return out;
+}
+
+uint64_t GlobalIndex::ActiveBytesLocked() const {
+  uint64_t b = 0;
+  for (const auto& [node, o] : owners_) b += o.view ? o.view->bytes() : 0;
+  return b;
+}
+
+IndexStats GlobalIndex::Stats() const {
+  IndexStats s;
+  std::shared_lock lock(mu_);
+  s.expected = owners_.size();
+  for (const auto& [node, o] : owners_) {
+    if (o.complete) {
+      ++s.complete;
+    } else if (o.view) {
+      ++s.partial;
+    } else {
+      ++s.missing;
+    }
+    if (o.view) s.entries += o.view->size();
+  }
+  s.staging = staging_views_;
+  s.bytes = ActiveBytesLocked() + staging_bytes_;
+  s.budget = budget_;
+  s.installs = installs_;
+  s.resets = resets_;
+  s.refused_budget = refused_budget_;
+  return s;
+}
+
+uint64_t GlobalIndex::Watermark(const std::string& owner) const {
+  std::shared_lock lock(mu_);
+  auto it = owners_.find(owner);
+  return it != owners_.end() && it->second.complete ? it->second.watermark : 0;
+}
+
+}  // namespace tierkv

@@ -1,0 +1,149 @@
+// GlobalIndex: the installed views of every other owner (what each peer
+// stores, in this manager's scope), kept apart from the local store.
+//
+// A view is built hidden (staging) by an InventoryFollower and installed whole
+// when its snapshot validated; deltas then update it in place. A view whose
+// stream broke stays as partial hints: its entries are still returned, marked
+// not complete. A member that leaves is forgotten at once. Lookups say where a
+// key is (owner, medium, generation) and whether absence is proved: only when
+// every expected owner has a complete view.
+//
+// Thread-safety: thread-safe (a reader-writer lock; lookups share it).
+#ifndef TIERKV_CLUSTER_GLOBAL_INDEX_H_
+#define TIERKV_CLUSTER_GLOBAL_INDEX_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tierkv/types.h"
+
+namespace tierkv {
+
+// One owner's replicas of one key.
+struct RemoteEntry {
+  uint64_t generation = 0;
+  uint64_t size = 0;
+  bool dram = false;
+  bool ssd = false;
+  std::string name_space;
+};
+
+// A change as an owner streams it (plain form of peer.InventoryChange).
+struct InventoryDelta {
+  enum Kind : uint8_t { kStored, kRemoved, kCleared };
+  Kind kind = kStored;
+  std::string tenant;
+  std::string key;
+  std::string name_space;
+  Medium medium = Medium::kDram;
+  uint64_t size = 0;
+  uint64_t generation = 0;
+};
+
+// One owner's view: composite "tenant\0key" -> entry.
+class OwnerView {
+ public:
+  void Apply(const InventoryDelta& d);
+  size_t size() const { return entries_.size(); }
+  // Approximate heap bytes (entries, keys, table), charged to --index-budget.
+  size_t bytes() const { return bytes_; }
+  const RemoteEntry* Find(const std::string& composite) const;
+
+ private:
+  static size_t Cost(const std::string& composite, const RemoteEntry& e) {
+    return composite.size() + e.name_space.size() + sizeof(RemoteEntry) + 48;
+  }
+  std::unordered_map<std::string, RemoteEntry> entries_;
+  size_t bytes_ = 0;
+};
+
+struct RemoteLocation {
+  std::string owner;
+  std::string owner_uuid;
+  uint32_t rank = 0;
+  Medium medium = Medium::kDram;
+  uint64_t size = 0;
+  uint64_t generation = 0;
+  bool complete = false;  // from a complete view (false: a partial hint)
+};
+
+struct IndexLookup {
+  std::vector<RemoteLocation> locations;
+  // No location and every expected owner's view is complete: the key is
+  // proved absent from the cluster (in scope). Otherwise absence is unknown.
+  bool absence_proved = false;
+};
+
+struct IndexStats {
+  uint64_t expected = 0;  // live members other than this manager
+  uint64_t complete = 0;
+  uint64_t partial = 0;
+  uint64_t missing = 0;  // expected owners without any view yet
+  uint64_t staging = 0;
+  uint64_t entries = 0;
+  uint64_t bytes = 0;  // active views + staging
+  uint64_t budget = 0;
+  uint64_t installs = 0;
+  uint64_t resets = 0;          // views dropped for a journal overflow or a bad stream
+  uint64_t refused_budget = 0;  // views refused because they would not fit
+};
+
+class GlobalIndex {
+ public:
+  explicit GlobalIndex(uint64_t budget_bytes) : budget_(budget_bytes) {}
+
+  // The owners a lookup expects a view from (live members but this one).
+  // Views of owners not listed are forgotten at once.
+  void SetExpected(const std::map<std::string, std::pair<std::string, uint32_t>>& owners);
+
+  // Staging bytes: a follower reserves what its hidden view grows by; false
+  // when active + staging would pass the budget (the view is then refused).
+  void BeginStaging();
+  bool ReserveStaging(uint64_t bytes);
+  // The hidden view was refused or abandoned: give back what it reserved.
+  void AbandonStaging(uint64_t bytes, bool over_budget);
+
+  // Replaces `owner`'s view (its staging reservation, `staged` bytes, moves to
+  // the active view).
+  // Ignored when the owner is no longer expected or `uuid` is not its runtime.
+  void Install(const std::string& owner, const std::string& uuid, std::unique_ptr<OwnerView> view,
+               uint64_t watermark, uint64_t staged);
+  // Applies contiguous changes up to `to_sequence`; false when the owner has no
+  // complete view at `from_sequence - 1` (the caller resets its stream).
+  bool ApplyDeltas(const std::string& owner, uint64_t from_sequence, uint64_t to_sequence,
+                   const std::vector<InventoryDelta>& changes);
+  // The stream broke: keep the entries as partial hints.
+  void MarkPartial(const std::string& owner, bool reset);
+
+  IndexLookup Lookup(std::string_view tenant, std::string_view key) const;
+  IndexStats Stats() const;
+  // The watermark of `owner`'s complete view (0 when none).
+  uint64_t Watermark(const std::string& owner) const;
+
+ private:
+  struct Owner {
+    std::string uuid;
+    uint32_t rank = 0;
+    bool complete = false;
+    uint64_t watermark = 0;
+    std::unique_ptr<OwnerView> view;
+  };
+  uint64_t ActiveBytesLocked() const;
+
+  const uint64_t budget_;
+  mutable std::shared_mutex mu_;
+  std::map<std::string, Owner> owners_;  // expected owners, with or without a view
+  uint64_t staging_bytes_ = 0;
+  uint64_t staging_views_ = 0;
+  uint64_t installs_ = 0, resets_ = 0, refused_budget_ = 0;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_GLOBAL_INDEX_H_

@@ -1,0 +1,432 @@
+#include "cluster/inventory.h"
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <set>
+
+#include "cluster/inventory_stream.h"
+
+namespace tierkv {
+namespace {
+
+// The transcript digest: every record's fields in a fixed encoding, in order.
+void Digest(XXH3_state_t* st, const peer::InventoryRecord& r) {
+  const char nul = 0;
+  XXH3_64bits_update(st, r.tenant().data(), r.tenant().size());
+  XXH3_64bits_update(st, &nul, 1);
+  XXH3_64bits_update(st, r.key().data(), r.key().size());
+  XXH3_64bits_update(st, &nul, 1);
+  XXH3_64bits_update(st, r.name_space().data(), r.name_space().size());
+  XXH3_64bits_update(st, &nul, 1);
+  const uint64_t nums[] = {r.medium(), r.size(), r.generation(), r.sequence()};
+  XXH3_64bits_update(st, nums, sizeof nums);
+}
+
+class Scope {
+ public:
+  explicit Scope(const peer::Scope& s) : kind_(s.kind()) {
+    for (const auto& n : s.namespaces()) names_.insert(n);
+  }
+  bool Admits(const std::string& ns) const {
+    switch (kind_) {
+      case peer::Scope::EMPTY:
+        return false;
+      case peer::Scope::EXACT:
+        return names_.count(ns) != 0;
+      default:
+        return true;
+    }
+  }
+
+ private:
+  peer::Scope::Kind kind_;
+  std::set<std::string> names_;
+};
+
+void ToRecord(const SnapshotRecord& r, peer::InventoryRecord* out) {
+  out->set_tenant(r.tenant);
+  out->set_key(r.key);
+  out->set_name_space(r.name_space);
+  out->set_medium(static_cast<uint32_t>(r.medium));
+  out->set_size(r.size);
+  out->set_generation(r.generation);
+  out->set_sequence(r.sequence);
+}
+
+InventoryDelta FromRecord(const peer::InventoryRecord& r, InventoryDelta::Kind kind) {
+  InventoryDelta d;
+  d.kind = kind;
+  d.tenant = r.tenant();
+  d.key = r.key();
+  d.name_space = r.name_space();
+  d.medium = r.medium() == static_cast<uint32_t>(Medium::kSsd) ? Medium::kSsd : Medium::kDram;
+  d.size = r.size();
+  d.generation = r.generation();
+  return d;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Owner side.
+
+void Inventory::Serve(ServeContext& c) {
+  if (stopping() || (options_.admitting && !options_.admitting())) {
+    c.status =
+        grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     "this manager does not admit peers (not registered, fenced or stopping)");
+    return;
+  }
+  if (!c.request->expect_owner_uuid().empty() &&
+      c.request->expect_owner_uuid() != options_.runtime_uuid) {
+    c.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            "this address now serves runtime " + options_.runtime_uuid);
+    return;
+  }
+  streams_out_.fetch_add(1, std::memory_order_relaxed);
+  struct Done {
+    std::atomic<uint64_t>& n;
+    ~Done() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } done{streams_out_};
+  const Scope scope(c.request->scope());
+  bool alive = true;
+  auto write = [&](const peer::InventoryFrame& f) {
+    if (!alive) return false;
+    frames_out_.fetch_add(1, std::memory_order_relaxed);
+    bytes_out_.fetch_add(f.ByteSizeLong(), std::memory_order_relaxed);
+    alive = c.writer->Write(f);
+    return alive;
+  };
+  peer::InventoryFrame begin;
+  begin.mutable_begin()->set_owner_node(options_.node_id);
+  begin.mutable_begin()->set_owner_uuid(options_.runtime_uuid);
+  begin.mutable_begin()->set_epoch(options_.epoch ? options_.epoch() : 0);
+  if (!write(begin)) return;
+
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  uint64_t pages = 0, records = 0;
+  peer::InventoryFrame page;
+  auto flush = [&] {
+    if (page.page().records_size() == 0) return;
+    page.mutable_page()->set_page_no(pages++);
+    write(page);
+    page.Clear();
+  };
+  const uint64_t watermark =
+      store_->Snapshot(options_.page_records, [&](std::span<const SnapshotRecord> part) {
+        for (const SnapshotRecord& r : part) {
+          if (!alive || !scope.Admits(r.name_space)) continue;
+          peer::InventoryRecord* out = page.mutable_page()->add_records();
+          ToRecord(r, out);
+          Digest(st, *out);
+          ++records;
+          if (static_cast<size_t>(page.page().records_size()) >= options_.page_records) flush();
+        }
+      });
+  flush();
+  peer::InventoryFrame commit;
+  auto* cm = commit.mutable_commit();
+  cm->set_pages(pages);
+  cm->set_records(records);
+  cm->set_digest(XXH3_64bits_digest(st));
+  cm->set_watermark(watermark);
+  XXH3_freeState(st);
+  if (!write(commit)) return;
+  snapshots_out_.fetch_add(1, std::memory_order_relaxed);
+
+  const ChangeFeed& feed = store_->feed();
+  uint64_t after = watermark;
+  while (alive && !stopping() && !c.server->IsCancelled()) {
+    FeedRead r = feed.ReadAfter(after, options_.page_records);
+    if (r.behind) {
+      peer::InventoryFrame reset;
+      reset.set_reset("journal overflow: changes after " + std::to_string(after) +
+                      " are gone (oldest kept " + std::to_string(r.first_kept) +
+                      "); take a new snapshot");
+      write(reset);
+      resets_out_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    peer::InventoryFrame f;
+    auto* batch = f.mutable_delta();
+    if (r.changes.empty()) {
+      if (feed.WaitAfter(after, options_.heartbeat_ms)) continue;
+      batch->set_from_sequence(after + 1);  // heartbeat: the empty interval
+      batch->set_to_sequence(after);
+      write(f);
+      continue;
+    }
+    batch->set_from_sequence(after + 1);
+    batch->set_to_sequence(r.changes.back().sequence);
+    for (const Change& ch : r.changes) {
+      if (ch.kind != ChangeKind::kCleared && !scope.Admits(ch.name_space)) continue;
+      peer::InventoryChange* out = batch->add_changes();
+      out->set_sequence(ch.sequence);
+      out->set_kind(ch.kind == ChangeKind::kStored    ? peer::InventoryChange::STORED
+                    : ch.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
+                                                      : peer::InventoryChange::CLEARED);
+      auto* rec = out->mutable_record();
+      rec->set_tenant(ch.tenant);
+      rec->set_key(ch.key);
+      rec->set_name_space(ch.name_space);
+      rec->set_medium(static_cast<uint32_t>(ch.medium));
+      rec->set_size(ch.size);
+      rec->set_generation(ch.generation);
+      rec->set_sequence(ch.sequence);
+    }
+    after = r.changes.back().sequence;
+    write(f);
+  }
+  if (alive && stopping()) {
+    peer::InventoryFrame reset;
+    reset.set_reset("owner is shutting down");
+    write(reset);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Requester side: one follower per owner.
+
+class Inventory::Follower {
+ public:
+  Follower(Inventory* inv, MemberView owner) : inv_(inv), owner_(std::move(owner)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Follower() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      if (ctx_ != nullptr) ctx_->TryCancel();
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  const MemberView& owner() const { return owner_; }
+
+ private:
+  void Run() {
+    auto channel = grpc::CreateChannel(owner_.endpoint, grpc::InsecureChannelCredentials());
+    auto stub = peer::Peer::NewStub(channel);
+    int64_t backoff_ms = 100;
+    while (!Stopped()) {
+      const bool clean = Stream(*stub);
+      if (Stopped()) break;
+      inv_->index_->MarkPartial(owner_.node_id, /*reset=*/true);
+      if (!clean) {
+        inv_->stream_failures_.fetch_add(1, std::memory_order_relaxed);
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stop_; });
+        backoff_ms = std::min<int64_t>(backoff_ms * 2, 2000);
+      } else {
+        backoff_ms = 100;
+      }
+    }
+  }
+
+  bool Stopped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
+  // One stream; true when the owner ended it with a reset (re-snapshot now),
+  // false on a failure (retry after a pause).
+  bool Stream(peer::Peer::Stub& stub) {
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return false;
+      ctx_ = &ctx;
+    }
+    peer::InventoryRequest req;
+    req.set_requester_node(inv_->options_.node_id);
+    req.set_requester_uuid(inv_->options_.runtime_uuid);
+    req.set_expect_owner_uuid(owner_.runtime_uuid);
+    req.mutable_scope()->set_kind(peer::Scope::ALL);
+    auto reader = stub.Inventory(&ctx, req);
+    const bool result = Follow(*reader);
+    ctx.TryCancel();
+    (void)reader->Finish();
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx_ = nullptr;
+    return result;
+  }
+
+  bool Reject(const std::string& why) {
+    inv_->rejected_views_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("inventory of {}: view refused: {}", owner_.node_id, why);
+    return false;
+  }
+
+  bool Follow(grpc::ClientReader<peer::InventoryFrame>& reader) {
+    peer::InventoryFrame f;
+    auto read = [&] {
+      if (!reader.Read(&f)) return false;
+      inv_->frames_in_.fetch_add(1, std::memory_order_relaxed);
+      inv_->bytes_in_.fetch_add(f.ByteSizeLong(), std::memory_order_relaxed);
+      return true;
+    };
+    if (!read()) return false;
+    if (!f.has_begin() || f.begin().owner_node() != owner_.node_id ||
+        f.begin().owner_uuid() != owner_.runtime_uuid) {
+      return Reject("the stream did not begin with this owner's identity");
+    }
+    // The snapshot, hidden until it validates.
+    GlobalIndex& index = *inv_->index_;
+    index.BeginStaging();
+    auto view = std::make_unique<OwnerView>();
+    uint64_t staged = 0, pages = 0, records = 0;
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    auto abandon = [&](bool over_budget) {
+      XXH3_freeState(st);
+      index.AbandonStaging(staged, over_budget);
+      return false;
+    };
+    for (;;) {
+      if (!read()) return abandon(false);
+      if (f.has_commit()) break;
+      if (!f.has_page()) return abandon(false) || Reject("expected a snapshot page");
+      if (f.page().page_no() != pages) {
+        return abandon(false) || Reject("page " + std::to_string(f.page().page_no()) +
+                                        " out of order (expected " + std::to_string(pages) + ")");
+      }
+      ++pages;
+      const size_t before = view->bytes();
+      for (const auto& r : f.page().records()) {
+        Digest(st, r);
+        view->Apply(FromRecord(r, InventoryDelta::kStored));
+        ++records;
+      }
+      const uint64_t grown = view->bytes() - before;
+      if (!index.ReserveStaging(grown)) {
+        spdlog::warn("inventory of {}: view refused, it would pass --index-budget", owner_.node_id);
+        return abandon(true);
+      }
+      staged += grown;
+    }
+    const auto& cm = f.commit();
+    const uint64_t digest = XXH3_64bits_digest(st);
+    if (cm.pages() != pages || cm.records() != records || cm.digest() != digest) {
+      return abandon(false) || Reject("snapshot commit does not match what was received");
+    }
+    XXH3_freeState(st);
+    index.Install(owner_.node_id, owner_.runtime_uuid, std::move(view), cm.watermark(), staged);
+    // Deltas, contiguous.
+    std::vector<InventoryDelta> deltas;
+    while (read()) {
+      if (f.has_reset()) {
+        spdlog::info("inventory of {}: {}", owner_.node_id, f.reset());
+        return true;
+      }
+      if (!f.has_delta()) return Reject("expected a delta batch");
+      deltas.clear();
+      for (const auto& ch : f.delta().changes()) {
+        const auto kind = ch.kind() == peer::InventoryChange::STORED    ? InventoryDelta::kStored
+                          : ch.kind() == peer::InventoryChange::REMOVED ? InventoryDelta::kRemoved
+                                                                        : InventoryDelta::kCleared;
+        deltas.push_back(FromRecord(ch.record(), kind));
+      }
+      if (!index.ApplyDeltas(owner_.node_id, f.delta().from_sequence(), f.delta().to_sequence(),
+                             deltas)) {
+        return Reject("delta batch " + std::to_string(f.delta().from_sequence()) + ".." +
+                      std::to_string(f.delta().to_sequence()) + " is not contiguous");
+      }
+    }
+    return false;
+  }
+
+  Inventory* const inv_;
+  const MemberView owner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  grpc::ClientContext* ctx_ = nullptr;
+  std::thread thread_;
+};
+
+Inventory::Inventory(InventoryOptions options, Store* store, GlobalIndex* index)
+    : options_(std::move(options)), store_(store), index_(index) {
+  reconciler_ = std::thread([this] { Reconcile(); });
+}
+
+Inventory::~Inventory() { Stop(); }
+
+void Inventory::SetMembers(const std::vector<MemberView>& members) {
+  std::map<std::string, std::pair<std::string, uint32_t>> expected;
+  for (const MemberView& m : members) {
+    if (m.node_id != options_.node_id) expected[m.node_id] = {m.runtime_uuid, m.rank};
+  }
+  index_->SetExpected(expected);  // a member that left is hidden at once
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wanted_ = members;
+    changed_ = true;
+  }
+  cv_.notify_all();
+}
+
+// Starts and stops followers on its own thread, so SetMembers (called from the
+// membership watch) never waits for a follower to wind down.
+void Inventory::Reconcile() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping()) {
+    cv_.wait(lock, [this] { return changed_ || stopping(); });
+    if (stopping()) break;
+    changed_ = false;
+    const std::vector<MemberView> members = wanted_;
+    std::vector<std::unique_ptr<Follower>> retired;
+    for (auto it = followers_.begin(); it != followers_.end();) {
+      bool keep = false;
+      for (const MemberView& m : members) {
+        keep |= m.node_id == it->first && m.runtime_uuid == it->second->owner().runtime_uuid;
+      }
+      if (keep) {
+        ++it;
+      } else {
+        retired.push_back(std::move(it->second));
+        it = followers_.erase(it);
+      }
+    }
+    for (const MemberView& m : members) {
+      if (m.node_id == options_.node_id || followers_.count(m.node_id) != 0) continue;
+      followers_[m.node_id] = std::make_unique<Follower>(this, m);
+    }
+    lock.unlock();
+    retired.clear();  // joined outside the lock
+    lock.lock();
+  }
+}
+
+void Inventory::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (reconciler_.joinable()) reconciler_.join();
+  std::map<std::string, std::unique_ptr<Follower>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all.swap(followers_);
+  }
+  all.clear();
+}
+
+InventoryStats Inventory::Stats() const {
+  InventoryStats s;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.streams_out = get(streams_out_);
+  s.frames_out = get(frames_out_);
+  s.bytes_out = get(bytes_out_);
+  s.frames_in = get(frames_in_);
+  s.bytes_in = get(bytes_in_);
+  s.snapshots_out = get(snapshots_out_);
+  s.resets_out = get(resets_out_);
+  s.rejected_views = get(rejected_views_);
+  s.stream_failures = get(stream_failures_);
+  return s;
+}
+
+}  // namespace tierkv

@@ -1,0 +1,98 @@
+// Inventory: this manager's side of the peer inventory streams.
+//
+// Owner side: every peer opens one stream (peer.proto, Peer/Inventory) and
+// gets a bounded snapshot of this manager's store (Store::Snapshot: ordered
+// pages, then the page count, record count, transcript digest and watermark),
+// then contiguous delta batches read from the store's change journal. A
+// requester that falls behind the journal gets a reset frame and re-opens (a
+// new snapshot of this owner only).
+//
+// Requester side: one follower thread per other live member opens that
+// member's stream, builds the view hidden, validates the page order, page and
+// record counts and the digest, then installs it whole into the GlobalIndex and
+// applies the deltas. Any fault (a bad page, a gap, a broken stream, a wrong
+// owner) drops the stream, leaves that owner's entries as partial hints and
+// retries; other owners are untouched. Members that leave are forgotten at once
+// (Membership's listener).
+//
+// Thread-safety: Start/Stop from one thread; the rest from any.
+#ifndef TIERKV_CLUSTER_INVENTORY_H_
+#define TIERKV_CLUSTER_INVENTORY_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/global_index.h"
+#include "cluster/ha_state.h"
+#include "store/store.h"
+
+namespace tierkv {
+
+struct InventoryOptions {
+  std::string node_id;
+  std::string runtime_uuid;
+  std::function<uint64_t()> epoch;  // this registration's epoch (known once registered)
+  size_t page_records = 1024;       // records per snapshot page
+  int64_t heartbeat_ms = 1000;      // an idle stream sends an empty batch this often
+  std::function<bool()> admitting;  // owner side serves only while this says yes
+};
+
+struct InventoryStats {
+  uint64_t streams_out = 0;  // open owner-side streams
+  uint64_t frames_out = 0, bytes_out = 0;
+  uint64_t frames_in = 0, bytes_in = 0;
+  uint64_t snapshots_out = 0;
+  uint64_t resets_out = 0;       // streams ended for a journal overflow
+  uint64_t rejected_views = 0;   // snapshots that failed validation
+  uint64_t stream_failures = 0;  // requester streams that broke
+};
+
+class Inventory {
+ public:
+  Inventory(InventoryOptions options, Store* store, GlobalIndex* index);
+  ~Inventory();
+
+  // The live members. The index forgets departed owners before this returns;
+  // followers are started and stopped on the inventory's own thread. Never
+  // blocks (safe from the membership watch).
+  void SetMembers(const std::vector<MemberView>& members);
+  // Ends every stream (owner and requester side) and joins the followers.
+  void Stop();
+
+  InventoryStats Stats() const;
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+  // Owner side, for the peer service (inventory.cc): serves one stream.
+  struct ServeContext;  // opaque (gRPC types)
+  void Serve(ServeContext& ctx);
+
+ private:
+  class Follower;
+  friend class Follower;
+
+  const InventoryOptions options_;
+  Store* const store_;
+  GlobalIndex* const index_;
+  void Reconcile();
+
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<MemberView> wanted_;  // the latest member list (mu_)
+  bool changed_ = false;
+  std::map<std::string, std::unique_ptr<Follower>> followers_;  // node -> follower (mu_)
+  std::thread reconciler_;
+  std::atomic<uint64_t> streams_out_{0}, frames_out_{0}, bytes_out_{0}, frames_in_{0}, bytes_in_{0},
+      snapshots_out_{0}, resets_out_{0}, rejected_views_{0}, stream_failures_{0};
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_INVENTORY_H_

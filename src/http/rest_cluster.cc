@@ -1,0 +1,137 @@
+// REST routes of cluster mode: /cluster/members and the global index's
+// coverage (/cache/metadata, /cache/sync, /cache/metadata/await).
+#include <chrono>
+#include <thread>
+
+#include "http/rest_reply.h"
+#include "http/rest_router.h"
+
+namespace tierkv {
+
+using namespace rest_reply;
+
+void RestServer::ClusterRoutes() {
+  ClusterIndexView* index = deps_.cluster_index;
+  HaStateProvider* ha = deps_.ha;
+  Store* store = deps_.store;
+  http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
+    const ClusterView v = ha->Members();
+    Json j;
+    j["mode"] = v.enabled ? "cluster" : "standalone";
+    j["cluster"] = v.cluster;
+    j["node_id"] = v.node_id;
+    j["revision"] = v.revision;
+    Json members = Json::array();
+    for (const MemberView& m : v.members) {
+      char since[32] = {};
+      const time_t secs = static_cast<time_t>(m.since_unix_ms / 1000);
+      struct tm utc {};
+      gmtime_r(&secs, &utc);
+      strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &utc);
+      members.push_back({{"node_id", m.node_id},
+                         {"rank", m.rank},
+                         {"endpoint", m.endpoint},
+                         {"data_endpoint", m.data_endpoint},
+                         {"rest_url", m.rest_url},
+                         {"runtime_uuid", m.runtime_uuid},
+                         {"incarnation", m.incarnation},
+                         {"epoch", m.epoch},
+                         {"stream_protocol", m.stream_protocol},
+                         {"since", since},
+                         {"since_ms", m.since_unix_ms}});
+    }
+    j["members"] = members;
+    SendJson(res, j);
+  });
+
+  auto standalone = [](httplib::Response& res) {
+    SendError(res, "not in cluster mode (no --etcd-endpoints)");
+  };
+  http_->Get("/cache/metadata", [=](const httplib::Request&, httplib::Response& res) {
+    if (index == nullptr) return standalone(res);
+    const CoverageView v = index->Coverage();
+    Json j;
+    j["node_id"] = ha->Members().node_id;
+    j["scope_kind"] = v.scope_kind;
+    j["scope_digest"] = v.scope_digest;
+    j["namespace_count"] = v.namespace_count;
+    j["membership_revision"] = v.membership_revision;
+    j["coverage"] = v.complete_coverage ? "complete" : "incomplete";
+    j["owner_views"] = {{"expected", v.expected},
+                        {"complete", v.complete},
+                        {"staging", v.staging},
+                        {"partial", v.partial},
+                        {"missing", v.missing}};
+    j["index"] = {{"entries", v.entries},
+                  {"bytes", v.index_bytes},
+                  {"budget", v.index_budget},
+                  {"installs", v.installs},
+                  {"resets", v.resets},
+                  {"refused_budget", v.refused_budget},
+                  {"rejected_views", v.rejected_views}};
+    j["streams"] = {{"owner_streams_open", v.streams_out},
+                    {"snapshots_served", v.snapshots_out},
+                    {"resets_sent", v.resets_out},
+                    {"requester_failures", v.stream_failures},
+                    {"frames_in", v.frames_in},
+                    {"frames_out", v.frames_out},
+                    {"bytes_in", v.bytes_in},
+                    {"bytes_out", v.bytes_out}};
+    SendJson(res, j);
+  });
+  http_->Post("/cache/sync", [=](const httplib::Request&, httplib::Response& res) {
+    if (index == nullptr) return standalone(res);
+    Json j;
+    j["success"] = true;
+    j["inventory_fence"] = {{"owner", ha->Members().node_id},
+                            {"sequence", store->feed().last_sequence()}};
+    j["scope_digest"] = index->Coverage().scope_digest;
+    SendJson(res, j);
+  });
+  http_->Post("/cache/metadata/await", [=](const httplib::Request& req, httplib::Response& res) {
+    if (index == nullptr) return standalone(res);
+    const Json body = Json::parse(req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("inventory_fence") ||
+        !body["inventory_fence"].is_object() ||
+        !body["inventory_fence"].value("owner", Json()).is_string() ||
+        !body["inventory_fence"].value("sequence", Json()).is_number_unsigned()) {
+      return SendError(res,
+                       "body must be {\"inventory_fence\":{\"owner\":S,\"sequence\":N},"
+                       "\"scope_digest\":S,\"timeout_ms\":N}");
+    }
+    const std::string owner = body["inventory_fence"]["owner"];
+    const uint64_t sequence = body["inventory_fence"]["sequence"];
+    const std::string digest = body.value("scope_digest", "");
+    const CoverageView v = index->Coverage();
+    if (!digest.empty() && digest != v.scope_digest) {
+      return SendError(res, "scope mismatch: this manager's scope digest is " + v.scope_digest +
+                                ", the fence was taken for " + digest);
+    }
+    int64_t timeout_ms = 5000;
+    if (body.contains("timeout_ms")) {
+      if (!body["timeout_ms"].is_number_unsigned() || body["timeout_ms"].get<uint64_t>() > 30000) {
+        return SendError(res, "timeout_ms must be an integer from 0 to 30000");
+      }
+      timeout_ms = body["timeout_ms"].get<int64_t>();
+    }
+    const bool self = owner == ha->Members().node_id;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      const uint64_t have = self ? store->feed().last_sequence() : index->OwnerWatermark(owner);
+      if (have >= sequence) {
+        Json j;
+        j["success"] = true;
+        j["owner"] = owner;
+        j["covered_sequence"] = have;
+        return SendJson(res, j);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return SendError(res, "timeout: the view of " + owner + " covers sequence " +
+                                  std::to_string(have) + ", not yet " + std::to_string(sequence));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+}
+
+}  // namespace tierkv
