@@ -11,103 +11,15 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "etcd/etcd_client.h"
-#include "etcd_process.h"
+#include "cluster_util.h"
 #include "fault_proxy.h"
-#include "manager_process.h"
-#include "tierkv/client.h"
 
 namespace tierkv {
 namespace {
 
-using Json = nlohmann::json;
-using testing::EtcdCluster;
+using namespace cluster_test;
 using testing::FaultProxy;
-using testing::ManagerProcess;
 using testing::WaitFor;
-
-constexpr int kTtl = 3;  // seconds: registration validity 1.5 s
-// With three etcd members a killed raft leader leaves the cluster without one
-// for about an election timeout (1 s); the validity must outlast that.
-constexpr int kTtl3 = 8;
-
-std::string UniqueCluster() {
-  static int n = 0;
-  return "c" + std::to_string(getpid()) + "-" + std::to_string(++n);
-}
-
-struct Node {
-  std::string id;
-  std::string addr;  // advertised peer address
-  std::unique_ptr<ManagerProcess> proc;
-};
-
-std::vector<std::string> NodeArgs(const std::string& endpoints, const std::string& cluster,
-                                  const std::string& id, const std::string& addr,
-                                  std::vector<std::string> extra = {}, int ttl = kTtl) {
-  std::vector<std::string> a = {"--etcd-endpoints",
-                                endpoints,
-                                "--cluster-name",
-                                cluster,
-                                "--node-id",
-                                id,
-                                "--addr",
-                                addr,
-                                "--membership-ttl-secs",
-                                std::to_string(ttl)};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-Node StartNode(const std::string& endpoints, const std::string& cluster, const std::string& id,
-               std::vector<std::string> extra = {}, int ttl = kTtl) {
-  Node n;
-  n.id = id;
-  n.addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  n.proc = std::make_unique<ManagerProcess>(NodeArgs(endpoints, cluster, id, n.addr, extra, ttl));
-  return n;
-}
-
-Json GetJson(const ManagerProcess& m, const std::string& path) {
-  httplib::Client http(m.rest());
-  http.set_read_timeout(5, 0);
-  auto res = http.Get(path);
-  if (!res) return Json();
-  return Json::parse(res->body, nullptr, false);
-}
-
-std::string GetText(const ManagerProcess& m, const std::string& path) {
-  httplib::Client http(m.rest());
-  auto res = http.Get(path);
-  return res ? res->body : "";
-}
-
-std::set<std::string> MemberIds(const ManagerProcess& m) {
-  std::set<std::string> out;
-  Json j = GetJson(m, "/cluster/members");
-  if (!j.is_object()) return out;
-  for (const auto& e : j["members"]) out.insert(e["node_id"].get<std::string>());
-  return out;
-}
-
-std::unique_ptr<etcd::Client> EtcdFor(const EtcdCluster& etcd) {
-  etcd::ClientOptions o;
-  for (int i = 0; i < etcd.size(); ++i) o.endpoints.push_back(etcd.client_addr(i));
-  auto c = etcd::Client::Create(o);
-  EXPECT_TRUE(c.ok());
-  return std::move(*c);
-}
-
-// Put and get one object through the manager's shared-memory socket.
-Status LocalRoundTrip(const ManagerProcess& m, const std::string& key) {
-  auto c = Client::Connect(m.uds());
-  if (!c.ok()) return c.status();
-  const std::string value(4096, 'v');
-  if (Status st = (*c)->Put(key, value); !st.ok()) return st;
-  Result<std::string> back = (*c)->Get(key);
-  if (!back.ok()) return back.status();
-  return *back == value ? Status::Ok() : Status(Code::kInternal, "wrong bytes");
-}
 
 TEST(Cluster, ManagersFindEachOtherAndAgreeOnOneCoordinator) {
   EtcdCluster etcd(1);

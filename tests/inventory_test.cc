@@ -1,0 +1,275 @@
+// Peer inventory streams and the global index, with real etcd and real
+// managers: all-to-all visibility, fences, atomic install of a large snapshot,
+// journal overflow repaired for one owner only, members that leave, and a peer
+// that sends a malformed snapshot.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "cluster_util.h"
+#include "peer.grpc.pb.h"
+
+namespace tierkv {
+namespace {
+
+using namespace cluster_test;
+using testing::WaitFor;
+
+// Puts `n` small objects named prefix0..prefix{n-1} on `m`.
+void PutMany(const ManagerProcess& m, const std::string& prefix, int n) {
+  auto c = Client::Connect(m.uds());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string value(64, 'v');
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(prefix + std::to_string(i));
+  for (int at = 0; at < n; at += 1000) {
+    std::vector<PutItem> items;
+    for (int i = at; i < std::min(n, at + 1000); ++i) {
+      items.push_back({keys[static_cast<size_t>(i)], value.data(), value.size(), ""});
+    }
+    for (const Status& st : (*c)->BatchPut(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
+// The ranks of the blobs /query_key lists for `key` (empty when unknown).
+std::vector<uint32_t> BlobRanks(const ManagerProcess& m, const std::string& key) {
+  std::vector<uint32_t> out;
+  Json j = GetJson(m, "/query_key?key=" + key);
+  if (!j.is_object() || !j.contains("blobs")) return out;
+  for (const auto& b : j["blobs"]) out.push_back(b["rank"].get<uint32_t>());
+  return out;
+}
+
+uint32_t RankOf(const ManagerProcess& m) {
+  Json j = GetJson(m, "/cluster/members");
+  for (const auto& e : j["members"]) {
+    if (e["node_id"] == j["node_id"]) return e["rank"].get<uint32_t>();
+  }
+  return 9999;
+}
+
+Json Coverage(const ManagerProcess& m) { return GetJson(m, "/cache/metadata"); }
+
+Json Post(const ManagerProcess& m, const std::string& path, const std::string& body) {
+  httplib::Client http(m.rest());
+  http.set_read_timeout(35, 0);
+  auto res = http.Post(path, body, "application/json");
+  return res ? Json::parse(res->body, nullptr, false) : Json();
+}
+
+TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  std::vector<Node> nodes;
+  for (const char* id : {"a", "b", "c"}) nodes.push_back(StartNode(etcd.endpoints(), cluster, id));
+  for (Node& n : nodes) PutMany(*n.proc, n.id + "-k", 50);
+  for (Node& viewer : nodes) {
+    ASSERT_TRUE(WaitFor([&] {
+      Json c = Coverage(*viewer.proc);
+      return c["coverage"] == "complete" && c["owner_views"]["expected"] == 2 &&
+             c["index"]["entries"] == 100;
+    })) << viewer.id
+        << " " << Coverage(*viewer.proc).dump();
+    for (Node& owner : nodes) {
+      if (&owner == &viewer) continue;
+      EXPECT_EQ(BlobRanks(*viewer.proc, owner.id + "-k7"),
+                std::vector<uint32_t>{RankOf(*owner.proc)})
+          << viewer.id << " looking at " << owner.id;
+    }
+  }
+  // A removal on the owner reaches the others as a delta.
+  auto c = Client::Connect(nodes[0].proc->uds());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Remove("a-k7").ok());
+  EXPECT_TRUE(WaitFor([&] { return BlobRanks(*nodes[1].proc, "a-k7").empty(); }));
+  EXPECT_EQ(BlobRanks(*nodes[1].proc, "a-k8").size(), 1u);
+}
+
+TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
+  auto c = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "fenced" + std::to_string(i);
+    ASSERT_TRUE((*c)->Put(key, "v").ok());
+    Json fence = Post(*a.proc, "/cache/sync", "");
+    ASSERT_EQ(fence["success"], true) << fence.dump();
+    Json req = {{"inventory_fence", fence["inventory_fence"]},
+                {"scope_digest", fence["scope_digest"]},
+                {"timeout_ms", 10000}};
+    Json done = Post(*b.proc, "/cache/metadata/await", req.dump());
+    ASSERT_EQ(done["success"], true) << done.dump();
+    EXPECT_EQ(BlobRanks(*b.proc, key).size(), 1u) << key;  // no waiting after the await
+  }
+  // A fence of the future times out with a clear error; a wrong scope is refused.
+  Json future = {{"inventory_fence", {{"owner", "a"}, {"sequence", 1u << 30}}},
+                 {"timeout_ms", 200}};
+  Json late = Post(*b.proc, "/cache/metadata/await", future.dump());
+  EXPECT_EQ(late["success"], false);
+  EXPECT_NE(late["error_message"].get<std::string>().find("timeout"), std::string::npos);
+  future["scope_digest"] = "0000";
+  Json other = Post(*b.proc, "/cache/metadata/await", future.dump());
+  EXPECT_NE(other["error_message"].get<std::string>().find("scope mismatch"), std::string::npos);
+  EXPECT_EQ(Post(*b.proc, "/cache/metadata/await", "{}")["success"], false);
+}
+
+TEST(Inventory, ALargeSnapshotIsNeverSeenHalfInstalled) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  constexpr int kObjects = 100000;
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "1GiB"});
+  PutMany(*a.proc, "big", kObjects);
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  // Sample at random moments while the snapshot streams: either nothing of a
+  // is installed, or all of it.
+  std::mt19937 rng(7);
+  int samples = 0, installed = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 20));
+        Json c = Coverage(*b.proc);
+        const uint64_t entries = c["index"]["entries"].get<uint64_t>();
+        ++samples;
+        EXPECT_TRUE(entries == 0 || entries == kObjects) << entries;
+        if (entries == kObjects) ++installed;
+        return installed >= 3;
+      },
+      60000));
+  EXPECT_GT(samples, installed);  // some samples came before the install
+  EXPECT_EQ(Coverage(*b.proc)["coverage"], "complete");
+  EXPECT_LE(Coverage(*b.proc)["index"]["bytes"].get<uint64_t>() / kObjects, 192u);
+}
+
+TEST(Inventory, AJournalOverflowIsRepairedByANewSnapshotOfThatOwnerOnly) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  // (a pool large enough that the burst is not evicted)
+  Node a = StartNode(etcd.endpoints(), cluster, "a",
+                     {"--inventory-journal-bytes", "64KiB", "--dram-size", "512MiB"});
+  Node c = StartNode(etcd.endpoints(), cluster, "c");
+  PutMany(*c.proc, "c-", 10);
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {}, 10);  // survives its pause
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
+  const uint64_t c_installs = Coverage(*b.proc)["index"]["installs"].get<uint64_t>();
+  // b stops reading; a writes far more than its journal holds.
+  kill(b.proc->pid(), SIGSTOP);
+  PutMany(*a.proc, "burst", 20000);
+  kill(b.proc->pid(), SIGCONT);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Json cov = Coverage(*b.proc);
+        return cov["coverage"] == "complete" && cov["index"]["entries"] == 20010;
+      },
+      30000))
+      << Coverage(*b.proc).dump();
+  EXPECT_GE(Coverage(*a.proc)["streams"]["resets_sent"].get<uint64_t>(), 1u);
+  // Only a's view was taken again (c's stream went on).
+  EXPECT_EQ(Coverage(*b.proc)["index"]["installs"].get<uint64_t>(), c_installs + 1);
+  EXPECT_EQ(BlobRanks(*b.proc, "burst19999").size(), 1u);
+  EXPECT_EQ(BlobRanks(*b.proc, "c-3").size(), 1u);
+}
+
+TEST(Inventory, AMemberThatLeavesIsHiddenAtOnceAndOthersKeepTheirEntries) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  Node c = StartNode(etcd.endpoints(), cluster, "c");
+  PutMany(*a.proc, "a-", 5);
+  PutMany(*c.proc, "c-", 5);
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 10; }));
+  // SIGKILL: the stream breaks at once (a's entries become partial hints),
+  // and they vanish when a's member record does, with no delete records.
+  a.proc->Stop(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["owner_views"]["expected"] == 1; },
+                      (kTtl + 3) * 1000));
+  EXPECT_TRUE(BlobRanks(*b.proc, "a-1").empty());
+  EXPECT_EQ(BlobRanks(*b.proc, "c-1").size(), 1u);
+  EXPECT_EQ(Coverage(*b.proc)["coverage"], "complete");
+  // A graceful leave hides c the moment its record is deleted.
+  EXPECT_EQ(c.proc->Stop(SIGTERM), 0);
+  EXPECT_TRUE(WaitFor([&] { return BlobRanks(*b.proc, "c-1").empty(); }, 2000));
+}
+
+// A peer that answers inventory streams with pages out of order.
+class BadOwner final : public peer::Peer::Service {
+ public:
+  explicit BadOwner(std::string uuid) : uuid_(std::move(uuid)) {}
+  grpc::Status Inventory(grpc::ServerContext*, const peer::InventoryRequest*,
+                         grpc::ServerWriter<peer::InventoryFrame>* w) override {
+    served++;
+    peer::InventoryFrame f;
+    f.mutable_begin()->set_owner_node("evil");
+    f.mutable_begin()->set_owner_uuid(uuid_);
+    w->Write(f);
+    for (uint64_t page : {0, 2}) {  // page 1 is missing
+      peer::InventoryFrame p;
+      p.mutable_page()->set_page_no(page);
+      auto* r = p.mutable_page()->add_records();
+      r->set_tenant("default");
+      r->set_key("evil-" + std::to_string(page));
+      r->set_medium(1);
+      r->set_size(1);
+      r->set_generation(1);
+      w->Write(p);
+    }
+    peer::InventoryFrame cm;
+    cm.mutable_commit()->set_pages(2);
+    cm.mutable_commit()->set_records(2);
+    w->Write(cm);
+    return grpc::Status::OK;
+  }
+  std::atomic<int> served{0};
+
+ private:
+  std::string uuid_;
+};
+
+TEST(Inventory, AMalformedSnapshotIsRefusedAndNothingIsInstalled) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  BadOwner bad("bad-uuid");
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&bad);
+  auto server = builder.BuildAndStart();
+  ASSERT_TRUE(server);
+  // Register the bad peer as a live member by hand.
+  auto kv = EtcdFor(etcd);
+  auto lease = kv->GrantLease(30);
+  ASSERT_TRUE(lease.ok());
+  Json record = {{"node_id", "evil"},
+                 {"rank", 7},
+                 {"endpoint", "127.0.0.1:" + std::to_string(port)},
+                 {"runtime_uuid", "bad-uuid"},
+                 {"epoch", 1},
+                 {"stream_protocol", "tierkv/inventory-stream/v1"}};
+  ASSERT_TRUE(kv->Put("/tierkv/v1/" + cluster + "/members/evil", record.dump(), lease->id).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    Json cov = Coverage(*b.proc);
+    return bad.served >= 2 && cov["index"]["rejected_views"].get<uint64_t>() >= 2;
+  })) << Coverage(*b.proc).dump();
+  Json cov = Coverage(*b.proc);
+  EXPECT_EQ(cov["index"]["entries"], 0);
+  EXPECT_EQ(cov["owner_views"]["complete"], 0);
+  EXPECT_EQ(cov["coverage"], "incomplete");
+  EXPECT_TRUE(BlobRanks(*b.proc, "evil-0").empty());
+  EXPECT_EQ(GetText(*b.proc, "/ha_status"), "serving");
+  EXPECT_TRUE(LocalRoundTrip(*b.proc, "still-serving").ok());
+  ASSERT_TRUE(kv->RevokeLease(lease->id).ok());
+  EXPECT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace tierkv
