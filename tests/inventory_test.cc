@@ -273,3 +273,56 @@ TEST(Inventory, AMalformedSnapshotIsRefusedAndNothingIsInstalled) {
 
 }  // namespace
 }  // namespace tierkv
+
+namespace tierkv {
+namespace {
+
+using namespace cluster_test;
+using testing::WaitFor;
+
+void PutInNamespace(const ManagerProcess& m, const std::string& ns, const std::string& prefix,
+                    int n) {
+  ClientOptions o;
+  o.name_space = ns;
+  auto c = Client::Connect(m.uds(), o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (int i = 0; i < n; ++i) ASSERT_TRUE((*c)->Put(prefix + std::to_string(i), "v").ok());
+}
+
+TEST(Inventory, ScopeIsFilteredAtTheOwner) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  const std::string ns1 = "tierkv:v1:" + std::string(64, '1');
+  const std::string ns2 = "tierkv:v1:" + std::string(64, '2');
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  PutInNamespace(*a.proc, ns1, "one-", 30);
+  PutInNamespace(*a.proc, ns2, "two-", 20);
+  PutInNamespace(*a.proc, "", "none-", 10);
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--metadata-namespace", ns1});
+  Node c = StartNode(etcd.endpoints(), cluster, "c");
+  Node d = StartNode(etcd.endpoints(), cluster, "d", {"--metadata-empty-scope"});
+  auto entries = [&](const Node& n) { return Coverage(*n.proc)["index"]["entries"]; };
+  ASSERT_TRUE(WaitFor([&] {
+    return Coverage(*b.proc)["coverage"] == "complete" &&
+           Coverage(*c.proc)["coverage"] == "complete" &&
+           Coverage(*d.proc)["coverage"] == "complete";
+  }));
+  EXPECT_EQ(entries(b), 30);  // only ns1 ever reached b
+  EXPECT_EQ(entries(c), 60);
+  EXPECT_EQ(entries(d), 0);
+  EXPECT_EQ(Coverage(*b.proc)["scope_kind"], "exact");
+  EXPECT_EQ(Coverage(*b.proc)["namespace_count"], 1);
+  EXPECT_EQ(Coverage(*d.proc)["scope_kind"], "empty");
+  EXPECT_NE(Coverage(*b.proc)["scope_digest"], Coverage(*c.proc)["scope_digest"]);
+  // Deltas are filtered too.
+  PutInNamespace(*a.proc, ns2, "later-", 5);
+  PutInNamespace(*a.proc, ns1, "later1-", 5);
+  ASSERT_TRUE(WaitFor([&] { return entries(c) == 70; }));
+  ASSERT_TRUE(WaitFor([&] { return entries(b) == 35; }));
+  EXPECT_TRUE(BlobRanks(*b.proc, "later-1").empty());
+  EXPECT_EQ(BlobRanks(*b.proc, "later1-1").size(), 1u);
+  EXPECT_EQ(entries(d), 0);
+}
+
+}  // namespace
+}  // namespace tierkv

@@ -1,24 +1,13 @@
 #include "cluster/cluster_index.h"
 
-#include <xxhash.h>
-
-#include <cstdio>
-
 namespace tierkv {
-
-std::string ClusterIndexAdapter::ScopeDigest(const std::string& kind) {
-  const std::string canonical = "tierkv-scope/v1:" + kind;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(XXH3_64bits(canonical.data(), canonical.size())));
-  return hex;
-}
 
 CoverageView ClusterIndexAdapter::Coverage() const {
   CoverageView v;
   v.enabled = true;
-  v.scope_kind = "all";
-  v.scope_digest = ScopeDigest(v.scope_kind);
+  v.scope_kind = scope_kind_;
+  v.scope_digest = ScopeDigest(scope_kind_, scope_namespaces_);
+  v.namespace_count = scope_namespaces_.size();
   v.membership_revision = static_cast<int64_t>(membership_->Get().view_version);
   const IndexStats s = index_->Stats();
   v.expected = s.expected;

@@ -14,21 +14,26 @@ namespace tierkv {
 class ClusterIndexAdapter final : public ClusterIndexView {
  public:
   ClusterIndexAdapter(const GlobalIndex* index, const Inventory* inventory,
-                      const HaStateProvider* membership)
-      : index_(index), inventory_(inventory), membership_(membership) {}
+                      const HaStateProvider* membership, std::string scope_kind,
+                      std::vector<std::string> scope_namespaces)
+      : index_(index),
+        inventory_(inventory),
+        membership_(membership),
+        scope_kind_(std::move(scope_kind)),
+        scope_namespaces_(std::move(scope_namespaces)) {}
   CoverageView Coverage() const override;
   std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                      const std::string& key) const override;
   uint64_t OwnerWatermark(const std::string& owner) const override {
     return index_->Watermark(owner);
   }
-  // The canonical digest of the scope this manager subscribes with.
-  static std::string ScopeDigest(const std::string& kind);
 
  private:
   const GlobalIndex* const index_;
   const Inventory* const inventory_;
   const HaStateProvider* const membership_;
+  const std::string scope_kind_;
+  const std::vector<std::string> scope_namespaces_;
 };
 
 }  // namespace tierkv

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include <cstdio>
 #include <set>
 
 #include "cluster/inventory_stream.h"
@@ -67,6 +68,15 @@ InventoryDelta FromRecord(const peer::InventoryRecord& r, InventoryDelta::Kind k
 }
 
 }  // namespace
+
+std::string ScopeDigest(const std::string& kind, const std::vector<std::string>& namespaces) {
+  std::string canonical = "tierkv-scope/v1:" + kind + ":";
+  for (size_t i = 0; i < namespaces.size(); ++i) canonical += (i ? "," : "") + namespaces[i];
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(canonical.data(), canonical.size())));
+  return hex;
+}
 
 // ---------------------------------------------------------------------------
 // Owner side.
@@ -140,6 +150,14 @@ void Inventory::Serve(ServeContext& c) {
   uint64_t after = watermark;
   while (alive && !stopping() && !c.server->IsCancelled()) {
     FeedRead r = feed.ReadAfter(after, options_.page_records);
+    if (options_.coalesce_ms > 0 && !r.behind && !r.changes.empty() &&
+        r.changes.size() < options_.page_records) {
+      // A quiet window: more changes that arrive within it share the batch.
+      const uint64_t seen = r.changes.back().sequence;
+      if (feed.WaitAfter(seen, options_.coalesce_ms)) {
+        r = feed.ReadAfter(after, options_.page_records);
+      }
+    }
     if (r.behind) {
       peer::InventoryFrame reset;
       reset.set_reset("journal overflow: changes after " + std::to_string(after) +
@@ -243,7 +261,12 @@ class Inventory::Follower {
     req.set_requester_node(inv_->options_.node_id);
     req.set_requester_uuid(inv_->options_.runtime_uuid);
     req.set_expect_owner_uuid(owner_.runtime_uuid);
-    req.mutable_scope()->set_kind(peer::Scope::ALL);
+    const std::string& kind = inv_->options_.scope_kind;
+    req.mutable_scope()->set_kind(kind == "exact"   ? peer::Scope::EXACT
+                                  : kind == "empty" ? peer::Scope::EMPTY
+                                                    : peer::Scope::ALL);
+    for (const std::string& n : inv_->options_.scope_namespaces)
+      req.mutable_scope()->add_namespaces(n);
     auto reader = stub.Inventory(&ctx, req);
     const bool result = Follow(*reader);
     ctx.TryCancel();

@@ -42,7 +42,14 @@ struct InventoryOptions {
   size_t page_records = 1024;       // records per snapshot page
   int64_t heartbeat_ms = 1000;      // an idle stream sends an empty batch this often
   std::function<bool()> admitting;  // owner side serves only while this says yes
+  int64_t coalesce_ms = 0;          // owner: wait this long for more changes before a batch
+  std::string scope_kind = "all";   // requester: all | exact | empty
+  std::vector<std::string> scope_namespaces;  // exact: sorted, distinct
 };
+
+// The canonical digest of a scope (hex of xxh3-64 over "tierkv-scope/v1:" +
+// kind + ":" + the namespaces joined by ',').
+std::string ScopeDigest(const std::string& kind, const std::vector<std::string>& namespaces);
 
 struct InventoryStats {
   uint64_t streams_out = 0;  // open owner-side streams

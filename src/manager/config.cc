@@ -101,6 +101,36 @@ Status ValidateHostPort(const std::string& flag, const std::string& value) {
   return Status::Ok();
 }
 
+// The subscription scope: exact namespaces sorted and distinct, at most 256,
+// and the encoded open request (74 bytes a namespace, with framing) at most
+// 64 KiB; --metadata-empty-scope alone.
+Status ValidateScope(bool empty_scope, ClusterConfig& cl) {
+  std::vector<std::string>& ns = cl.scope_namespaces;
+  if (empty_scope && !ns.empty()) {
+    return InvalidArgument("--metadata-empty-scope and --metadata-namespace exclude each other");
+  }
+  for (const std::string& n : ns) {
+    if (!ValidNamespace(n)) {
+      return InvalidArgument("--metadata-namespace '" + n +
+                             "' is not a storage namespace (tierkv:v1: and 64 lowercase hex)");
+    }
+  }
+  std::sort(ns.begin(), ns.end());
+  ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+  if (ns.size() > 256) {
+    return InvalidArgument("--metadata-namespace: at most 256 distinct namespaces, got " +
+                           std::to_string(ns.size()));
+  }
+  size_t encoded = 64;
+  for (const std::string& n : ns) encoded += n.size() + 3;
+  if (encoded > (64u << 10)) return InvalidArgument("--metadata-namespace: scope over 64 KiB");
+  cl.scope_kind = empty_scope ? "empty" : ns.empty() ? "all" : "exact";
+  if (!cl.enabled() && cl.scope_kind != "all") {
+    return InvalidArgument("--metadata-namespace and --metadata-empty-scope need --etcd-endpoints");
+  }
+  return Status::Ok();
+}
+
 Status ValidateCluster(const std::string& endpoints, ClusterConfig& cl) {
   cl.etcd_endpoints.clear();
   size_t start = 0;
@@ -285,6 +315,13 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "cluster mode: the change journal peers' inventory streams read from");
   app.add_option("--index-budget", index_budget,
                  "cluster mode: memory for the global index (installed and staging views)");
+  app.add_option("--inventory-stream-coalesce-ms", cl.coalesce_ms,
+                 "cluster mode: quiet window (0-5 ms) in which an owner batches deltas");
+  app.add_option("--metadata-namespace", cl.scope_namespaces,
+                 "cluster mode: subscribe to exactly these namespaces (repeatable)");
+  bool empty_scope = false;
+  app.add_flag("--metadata-empty-scope", empty_scope,
+               "cluster mode: subscribe to no remote namespace");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -342,6 +379,10 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return InvalidArgument("--inventory-journal-bytes must be at least 64KiB");
   }
   if (cl.enabled()) c.store.journal_bytes = cl.inventory_journal_bytes;
+  if (cl.coalesce_ms < 0 || cl.coalesce_ms > 5) {
+    return InvalidArgument("--inventory-stream-coalesce-ms must be between 0 and 5");
+  }
+  if (Status st = ValidateScope(empty_scope, cl); !st.ok()) return st;
   c.rest.rank = c.server.rank;
   c.rest.events_queue_capacity = c.events.queue_capacity;
   if (c.node_id.empty()) {

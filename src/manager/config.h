@@ -35,8 +35,13 @@ struct ClusterConfig {
   int64_t ttl_secs = 30;                           // membership lease TTL
   uint64_t inventory_journal_bytes = 16ull << 20;  // the store's change journal
   uint64_t index_budget = 256ull << 20;            // global index: active + staging views
-  bool rank_given = false;                         // --rank was set (else the cluster assigns one)
-  bool dp_rank_given = false;                      // --dp-rank was set
+  int64_t coalesce_ms = 0;                         // owner: quiet window that batches deltas
+  // Metadata subscription scope: "all" (no scope flag), "exact" (the sorted,
+  // distinct --metadata-namespace values) or "empty" (--metadata-empty-scope).
+  std::string scope_kind = "all";
+  std::vector<std::string> scope_namespaces;
+  bool rank_given = false;     // --rank was set (else the cluster assigns one)
+  bool dp_rank_given = false;  // --dp-rank was set
   bool enabled() const { return !etcd_endpoints.empty(); }
 };
 

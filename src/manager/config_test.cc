@@ -163,6 +163,23 @@ TEST(Config, ClusterModeFlags) {
   ASSERT_TRUE(ranked.ok()) << ranked.status().ToString();
   EXPECT_TRUE(ranked->cluster.rank_given);
   EXPECT_EQ(ranked->cluster.advertise_addr, "proxy:9");
+  EXPECT_EQ(ranked->cluster.scope_kind, "all");
+  EXPECT_EQ(ranked->store.journal_bytes, 16u << 20);  // the journal is on in cluster mode
+  EXPECT_EQ(standalone->store.journal_bytes, 0u);
+
+  const std::string n1 = "tierkv:v1:" + std::string(64, 'b'),
+                    n2 = "tierkv:v1:" + std::string(64, 'a');
+  auto scoped =
+      Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-namespace", n1,
+             "--metadata-namespace", n2, "--metadata-namespace", n1});
+  ASSERT_TRUE(scoped.ok()) << scoped.status().ToString();
+  EXPECT_EQ(scoped->cluster.scope_kind, "exact");
+  EXPECT_EQ(scoped->cluster.scope_namespaces,
+            (std::vector<std::string>{n2, n1}));  // sorted, distinct
+  auto empty =
+      Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-empty-scope"});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->cluster.scope_kind, "empty");
 }
 
 TEST(Config, InvalidClusterFlagsNameTheOption) {
@@ -180,6 +197,17 @@ TEST(Config, InvalidClusterFlagsNameTheOption) {
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--cluster-name", "a/b"},
        "--cluster-name"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--node-id", "x/y"}, "--node-id"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-namespace", "llama"},
+       "--metadata-namespace"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-empty-scope",
+        "--metadata-namespace", "tierkv:v1:" + std::string(64, 'a')},
+       "exclude each other"},
+      {{"--metadata-empty-scope"}, "need --etcd-endpoints"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--inventory-stream-coalesce-ms",
+        "6"},
+       "--inventory-stream-coalesce-ms"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--inventory-journal-bytes", "1k"},
+       "--inventory-journal-bytes"},
   };
   for (const Case& k : cases) {
     auto c = Parse(k.args);

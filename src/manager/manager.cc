@@ -89,10 +89,14 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     io.runtime_uuid = mem->runtime_uuid();
     io.epoch = [mem] { return mem->epoch(); };
     io.admitting = [mem] { return mem->admitting(); };
+    io.coalesce_ms = cfg.cluster.coalesce_ms;
+    io.scope_kind = cfg.cluster.scope_kind;
+    io.scope_namespaces = cfg.cluster.scope_namespaces;
     m->inventory_ = std::make_unique<Inventory>(io, m->store_.get(), m->index_.get());
     Inventory* inv = m->inventory_.get();
     mem->SetListener([inv](const std::vector<MemberView>& members) { inv->SetMembers(members); });
-    m->index_view_ = std::make_unique<ClusterIndexAdapter>(m->index_.get(), inv, mem);
+    m->index_view_ = std::make_unique<ClusterIndexAdapter>(
+        m->index_.get(), inv, mem, cfg.cluster.scope_kind, cfg.cluster.scope_namespaces);
     index_view = m->index_view_.get();
   } else {
     Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(cfg.data_dir);
