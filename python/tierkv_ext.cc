@@ -93,6 +93,9 @@ py::dict InfoToDict(const tierkv::ObjectInfo& info) {
   d["lease_expires_unix_ms"] = info.lease_expires_unix_ms;
   d["last_access_unix_ms"] = info.last_access_unix_ms;
   d["namespace"] = info.name_space;
+  // Cluster mode: the owning manager when it is not the one asked (else None).
+  d["owner"] = info.owner.empty() ? py::object(py::none()) : py::object(py::str(info.owner));
+  d["owner_rank"] = info.owner_rank;
   return d;
 }
 
@@ -293,27 +296,27 @@ class PyClient {
     return out;
   }
 
-  bool Exists(const py::handle& key, const py::object& tenant) {
+  bool Exists(const py::handle& key, const py::object& tenant, bool local_only) {
     const std::string k = KeyOf(key);
     const std::string t = TenantOr(tenant);
     Status st;
     {
       py::gil_scoped_release nogil;
-      st = C().Exist(k, t);
+      st = C().Exist(k, t, {local_only});
     }
     if (st.code() == Code::kNotFound) return false;
     Check(st);
     return true;
   }
 
-  std::vector<bool> BatchExists(const py::list& keys, const py::object& tenant) {
+  std::vector<bool> BatchExists(const py::list& keys, const py::object& tenant, bool local_only) {
     std::vector<std::string> ks = Keys(keys);
     std::vector<std::string_view> views(ks.begin(), ks.end());
     const std::string t = TenantOr(tenant);
     std::vector<Status> res;
     {
       py::gil_scoped_release nogil;
-      res = C().BatchExist(views, t);
+      res = C().BatchExist(views, t, {local_only});
     }
     std::vector<bool> out;
     for (const Status& st : res) {
@@ -323,25 +326,25 @@ class PyClient {
     return out;
   }
 
-  py::dict Query(const py::handle& key, const py::object& tenant) {
+  py::dict Query(const py::handle& key, const py::object& tenant, bool local_only) {
     const std::string k = KeyOf(key);
     const std::string t = TenantOr(tenant);
     tierkv::Result<tierkv::ObjectInfo> r = [&] {
       py::gil_scoped_release nogil;
-      return C().Query(k, t);
+      return C().Query(k, t, {local_only});
     }();
     Check(r.status());
     return InfoToDict(*r);
   }
 
-  py::list BatchQuery(const py::list& keys, const py::object& tenant) {
+  py::list BatchQuery(const py::list& keys, const py::object& tenant, bool local_only) {
     std::vector<std::string> ks = Keys(keys);
     std::vector<std::string_view> views(ks.begin(), ks.end());
     const std::string t = TenantOr(tenant);
     std::vector<tierkv::Result<tierkv::ObjectInfo>> res;
     {
       py::gil_scoped_release nogil;
-      res = C().BatchQuery(views, t);
+      res = C().BatchQuery(views, t, {local_only});
     }
     py::list out;
     for (const auto& r : res) {
@@ -498,10 +501,14 @@ PYBIND11_MODULE(_tierkv, m) {
       .def("batch_get", &PyClient::BatchGet, py::arg("keys"), py::arg("tenant") = py::none())
       .def("batch_get_into", &PyClient::BatchGetInto, py::arg("keys"), py::arg("targets"),
            py::arg("tenant") = py::none())
-      .def("exists", &PyClient::Exists, py::arg("key"), py::arg("tenant") = py::none())
-      .def("batch_exists", &PyClient::BatchExists, py::arg("keys"), py::arg("tenant") = py::none())
-      .def("query", &PyClient::Query, py::arg("key"), py::arg("tenant") = py::none())
-      .def("batch_query", &PyClient::BatchQuery, py::arg("keys"), py::arg("tenant") = py::none())
+      .def("exists", &PyClient::Exists, py::arg("key"), py::arg("tenant") = py::none(),
+           py::arg("local_only") = false)
+      .def("batch_exists", &PyClient::BatchExists, py::arg("keys"), py::arg("tenant") = py::none(),
+           py::arg("local_only") = false)
+      .def("query", &PyClient::Query, py::arg("key"), py::arg("tenant") = py::none(),
+           py::arg("local_only") = false)
+      .def("batch_query", &PyClient::BatchQuery, py::arg("keys"), py::arg("tenant") = py::none(),
+           py::arg("local_only") = false)
       .def("remove", &PyClient::Remove, py::arg("key"), py::arg("tenant") = py::none())
       .def("batch_remove", &PyClient::BatchRemove, py::arg("keys"), py::arg("tenant") = py::none())
       .def("remove_all", &PyClient::RemoveAll, py::arg("tenant") = py::none(),

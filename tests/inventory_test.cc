@@ -81,6 +81,9 @@ TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {
           << viewer.id << " looking at " << owner.id;
     }
   }
+  EXPECT_EQ(testing::ScrapeMetric(*nodes[0].proc, "tierkv_index_entries"), 100);
+  EXPECT_EQ(testing::ScrapeMetric(*nodes[0].proc, "tierkv_index_owner_views{state=\"complete\"}"),
+            2);
   // A removal on the owner reaches the others as a delta.
   auto c = Client::Connect(nodes[0].proc->uds());
   ASSERT_TRUE(c.ok());
@@ -322,6 +325,91 @@ TEST(Inventory, ScopeIsFilteredAtTheOwner) {
   EXPECT_TRUE(BlobRanks(*b.proc, "later-1").empty());
   EXPECT_EQ(BlobRanks(*b.proc, "later1-1").size(), 1u);
   EXPECT_EQ(entries(d), 0);
+}
+
+}  // namespace
+}  // namespace tierkv
+
+namespace tierkv {
+namespace {
+
+using namespace cluster_test;
+using testing::WaitFor;
+
+TEST(Inventory, LookupsSayWhereAKeyIsLocalRemoteAbsentOrUnknown) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  PutMany(*a.proc, "on-a-", 3);
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 3; }));
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  Client& c = **cb;
+  ASSERT_TRUE(c.Put("on-b", "x").ok());
+  // Local.
+  auto local = c.Query("on-b");
+  ASSERT_TRUE(local.ok());
+  EXPECT_TRUE(local->owner.empty());
+  // Remote: found through the index, with the owner and its rank.
+  auto remote = c.Query("on-a-1");
+  ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+  EXPECT_EQ(remote->owner, "a");
+  EXPECT_EQ(remote->owner_rank, RankOf(*a.proc));
+  EXPECT_EQ(remote->size, 64u);
+  EXPECT_EQ(remote->media, MediumBit(Medium::kDram));
+  EXPECT_TRUE(c.Exist("on-a-2").ok());
+  // local_only keeps the standalone answer.
+  EXPECT_EQ(c.Query("on-a-1", kDefaultTenant, {true}).status().code(), Code::kNotFound);
+  EXPECT_EQ(c.Exist("on-a-1", kDefaultTenant, {true}).code(), Code::kNotFound);
+  // Absent, proved: every owner's view is complete.
+  EXPECT_EQ(c.Exist("nowhere").code(), Code::kNotFound);
+  std::vector<std::string_view> keys = {"on-b", "on-a-0", "nowhere"};
+  auto batch = c.BatchQuery(keys);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_TRUE(batch[0].ok() && batch[0]->owner.empty());
+  EXPECT_TRUE(batch[1].ok() && batch[1]->owner == "a");
+  EXPECT_EQ(batch[2].status().code(), Code::kNotFound);
+  auto exist = c.BatchExist(keys);
+  EXPECT_TRUE(exist[0].ok() && exist[1].ok());
+  EXPECT_EQ(exist[2].code(), Code::kNotFound);
+  // The CLI says who owns it.
+  std::string out, err;
+  ASSERT_EQ(
+      testing::RunCommand({TIERKV_CLI_BIN, "-a", b.proc->uds(), "stat", "on-a-1"}, "", &out, &err),
+      0)
+      << err;
+  EXPECT_NE(out.find("owner:   a (rank"), std::string::npos) << out;
+  // Unknown: an expected owner whose view is not complete (a is paused, its
+  // stream breaks, its entries are only partial hints until it leaves).
+  kill(a.proc->pid(), SIGSTOP);
+  Node late = StartNode(etcd.endpoints(), cluster, "late");
+  auto cl = Client::Connect(late.proc->uds());
+  ASSERT_TRUE(cl.ok());
+  const Status unknown = (*cl)->Exist("nowhere");
+  EXPECT_EQ(unknown.code(), Code::kUnavailable) << unknown.ToString();
+  EXPECT_NE(unknown.message().find("unknown"), std::string::npos) << unknown.ToString();
+  kill(a.proc->pid(), SIGCONT);
+}
+
+TEST(Inventory, ALookupOutsideTheScopeIsUnavailableNotAbsent) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  const std::string ns1 = "tierkv:v1:" + std::string(64, '1');
+  const std::string ns2 = "tierkv:v1:" + std::string(64, '2');
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--metadata-namespace", ns1});
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
+  ClientOptions o;
+  o.name_space = ns2;
+  auto c = Client::Connect(b.proc->uds(), o);
+  ASSERT_TRUE(c.ok());
+  const Status st = (*c)->Exist("anything");
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("scope"), std::string::npos) << st.ToString();
+  // Local service of that namespace works as ever.
+  ASSERT_TRUE((*c)->Put("mine", "v").ok());
+  EXPECT_TRUE((*c)->Exist("mine").ok());
 }
 
 }  // namespace

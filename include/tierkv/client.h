@@ -137,13 +137,22 @@ class Client {
   std::vector<Result<std::string>> BatchGet(std::span<const std::string_view> keys,
                                             std::string_view tenant = kDefaultTenant);
 
-  // OK when stored, NOT_FOUND when not.
-  Status Exist(std::string_view key, std::string_view tenant = kDefaultTenant);
+  // Lookups. OK when stored, NOT_FOUND when not. In cluster mode a key the
+  // manager does not hold is looked up in its global index of the other
+  // owners (unless lookup.local_only): OK when another owner holds it (Query's
+  // ObjectInfo::owner names it), NOT_FOUND only when absence is proved (every
+  // owner's view is complete), UNAVAILABLE when it is unknown (a view is
+  // incomplete) or outside the manager's metadata scope.
+  Status Exist(std::string_view key, std::string_view tenant = kDefaultTenant,
+               const LookupOptions& lookup = {});
   std::vector<Status> BatchExist(std::span<const std::string_view> keys,
-                                 std::string_view tenant = kDefaultTenant);
-  Result<ObjectInfo> Query(std::string_view key, std::string_view tenant = kDefaultTenant);
+                                 std::string_view tenant = kDefaultTenant,
+                                 const LookupOptions& lookup = {});
+  Result<ObjectInfo> Query(std::string_view key, std::string_view tenant = kDefaultTenant,
+                           const LookupOptions& lookup = {});
   std::vector<Result<ObjectInfo>> BatchQuery(std::span<const std::string_view> keys,
-                                             std::string_view tenant = kDefaultTenant);
+                                             std::string_view tenant = kDefaultTenant,
+                                             const LookupOptions& lookup = {});
   Status Remove(std::string_view key, std::string_view tenant = kDefaultTenant);
   std::vector<Status> BatchRemove(std::span<const std::string_view> keys,
                                   std::string_view tenant = kDefaultTenant);

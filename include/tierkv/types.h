@@ -48,6 +48,17 @@ struct ObjectInfo {
   int64_t lease_expires_unix_ms = 0;  // latest active lease's end; 0 when none
   int64_t last_access_unix_ms = 0;
   std::string name_space;  // of the put that created it ("tierkv:v1:<hex>"); empty: none
+  // Cluster mode: the node id of the manager holding it when that is not the
+  // one asked (empty: the manager asked holds it), and that owner's rank.
+  std::string owner;
+  uint32_t owner_rank = 0;
+};
+
+// Per-call lookup options of Exist/Query and their batch forms.
+struct LookupOptions {
+  // Answer from the manager asked only (cluster mode otherwise also consults
+  // the global index of the other owners).
+  bool local_only = false;
 };
 
 }  // namespace tierkv

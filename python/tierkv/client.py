@@ -115,21 +115,28 @@ class Client:
         Returns one status per key; ``status.size`` is the value's length."""
         return self._c.batch_get_into(list(keys), list(targets), tenant)
 
-    def exists(self, key: Key, *, tenant: str | None = None) -> bool:
-        return self._c.exists(key, tenant)
+    def exists(self, key: Key, *, tenant: str | None = None, local_only: bool = False) -> bool:
+        """True when stored. In cluster mode also when another manager holds it
+        (unless ``local_only``); raises :class:`tierkv.Unavailable` when that is
+        unknown (an owner's view is incomplete, or outside the scope)."""
+        return self._c.exists(key, tenant, local_only)
 
-    def batch_exists(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[bool]:
-        return self._c.batch_exists(list(keys), tenant)
+    def batch_exists(self, keys: Sequence[Key], *, tenant: str | None = None,
+                     local_only: bool = False) -> list[bool]:
+        return self._c.batch_exists(list(keys), tenant, local_only)
 
-    def query(self, key: Key, *, tenant: str | None = None) -> dict:
+    def query(self, key: Key, *, tenant: str | None = None, local_only: bool = False) -> dict:
         """``{"size", "group_id", "media", "active_leases", "state",
-        "lease_expires_unix_ms", "last_access_unix_ms"}``; raises
+        "lease_expires_unix_ms", "last_access_unix_ms", "namespace", "owner",
+        "owner_rank"}``; ``owner`` is ``None`` when the manager asked holds it,
+        else the node id of the manager that does (cluster mode). Raises
         :class:`tierkv.NotFound` on a miss."""
-        return self._c.query(key, tenant)
+        return self._c.query(key, tenant, local_only)
 
-    def batch_query(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[dict | None]:
+    def batch_query(self, keys: Sequence[Key], *, tenant: str | None = None,
+                    local_only: bool = False) -> list[dict | None]:
         """Query results in key order, ``None`` for misses."""
-        return self._c.batch_query(list(keys), tenant)
+        return self._c.batch_query(list(keys), tenant, local_only)
 
     def list_keys(self, prefix: str = "", limit: int = 0, *,
                   tenant: str | None = None) -> list[str | bytes]:

@@ -174,8 +174,10 @@ class Client::Impl {
                                   const ValueSink& sink, uint64_t* bytes);
   template <typename R, typename Fn>
   std::vector<R> KeyBatch(Opcode op, std::span<const std::string_view> keys,
-                          std::string_view tenant, Fn decode_item);
+                          std::string_view tenant, Fn decode_item, uint8_t lookup_flags = 0);
 };
+
+uint8_t LookupFlags(const LookupOptions& o) { return o.local_only ? proto::kLookupLocalOnly : 0; }
 
 Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,
                                                 const ClientOptions& options) {
@@ -582,13 +584,15 @@ std::vector<Result<std::string>> Client::BatchGet(std::span<const std::string_vi
 
 template <typename R, typename Fn>
 std::vector<R> Client::Impl::KeyBatch(Opcode op, std::span<const std::string_view> keys,
-                                      std::string_view tenant, Fn decode_item) {
+                                      std::string_view tenant, Fn decode_item,
+                                      uint8_t lookup_flags) {
   std::vector<R> out(keys.size(), R(Status(Code::kInternal, "not answered")));
   for (size_t i = 0; i < keys.size();) {
     const size_t n = std::min<size_t>(MaxBatch(), keys.size() - i);
     proto::BatchKeysRequest req;
     req.tenant = tenant;
     req.keys.assign(keys.begin() + i, keys.begin() + i + n);
+    req.lookup_flags = lookup_flags;
     Writer w = Begin();
     req.Encode(w);
     if (Status st = Call(op); !st.ok()) {
@@ -609,27 +613,28 @@ std::vector<R> Client::Impl::KeyBatch(Opcode op, std::span<const std::string_vie
   return out;
 }
 
-Status Client::Exist(std::string_view key, std::string_view tenant) {
+Status Client::Exist(std::string_view key, std::string_view tenant, const LookupOptions& lookup) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Writer w = impl_->Begin();
-  proto::KeyRequest{tenant, key}.Encode(w);
+  proto::KeyRequest{tenant, key, LookupFlags(lookup)}.Encode(w);
   return impl_->Call(Opcode::kExist);
 }
 
 std::vector<Status> Client::BatchExist(std::span<const std::string_view> keys,
-                                       std::string_view tenant) {
+                                       std::string_view tenant, const LookupOptions& lookup) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const int64_t start = MonoNanos();
-  std::vector<Status> out = impl_->KeyBatch<Status>(Opcode::kBatchExist, keys, tenant,
-                                                    [](Reader&) { return Status::Ok(); });
+  std::vector<Status> out = impl_->KeyBatch<Status>(
+      Opcode::kBatchExist, keys, tenant, [](Reader&) { return Status::Ok(); }, LookupFlags(lookup));
   impl_->Account(TransferStats::kBatchExist, 0, start);
   return out;
 }
 
-Result<ObjectInfo> Client::Query(std::string_view key, std::string_view tenant) {
+Result<ObjectInfo> Client::Query(std::string_view key, std::string_view tenant,
+                                 const LookupOptions& lookup) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Writer w = impl_->Begin();
-  proto::KeyRequest{tenant, key}.Encode(w);
+  proto::KeyRequest{tenant, key, LookupFlags(lookup)}.Encode(w);
   if (Status st = impl_->Call(Opcode::kQuery); !st.ok()) return st;
   Reader r(impl_->reply);
   ObjectInfo info = proto::DecodeObjectInfo(r);
@@ -638,11 +643,13 @@ Result<ObjectInfo> Client::Query(std::string_view key, std::string_view tenant) 
 }
 
 std::vector<Result<ObjectInfo>> Client::BatchQuery(std::span<const std::string_view> keys,
-                                                   std::string_view tenant) {
+                                                   std::string_view tenant,
+                                                   const LookupOptions& lookup) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->KeyBatch<Result<ObjectInfo>>(Opcode::kBatchQuery, keys, tenant, [](Reader& r) {
-    return Result<ObjectInfo>(proto::DecodeObjectInfo(r));
-  });
+  return impl_->KeyBatch<Result<ObjectInfo>>(
+      Opcode::kBatchQuery, keys, tenant,
+      [](Reader& r) { return Result<ObjectInfo>(proto::DecodeObjectInfo(r)); },
+      LookupFlags(lookup));
 }
 
 Status Client::Remove(std::string_view key, std::string_view tenant) {

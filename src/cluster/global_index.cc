@@ -142,12 +142,14 @@ IndexLookup GlobalIndex::Lookup(std::string_view tenant, std::string_view key) c
   bool all_complete = true;
   for (const auto& [node, o] : owners_) {
     all_complete &= o.complete;
+    if (!o.complete && out.incomplete_owner.empty()) out.incomplete_owner = node;
     if (!o.view) continue;
     const RemoteEntry* e = o.view->Find(c);
     if (e == nullptr) continue;
     for (Medium m : {Medium::kDram, Medium::kSsd}) {
       if (!(m == Medium::kDram ? e->dram : e->ssd)) continue;
-      out.locations.push_back({node, o.uuid, o.rank, m, e->size, e->generation, o.complete});
+      out.locations.push_back(
+          {node, o.uuid, o.rank, m, e->size, e->generation, o.complete, e->name_space});
     }
   }
   out.absence_proved = out.locations.empty() && all_complete;

@@ -71,6 +71,7 @@ struct RemoteLocation {
   uint64_t size = 0;
   uint64_t generation = 0;
   bool complete = false;  // from a complete view (false: a partial hint)
+  std::string name_space;
 };
 
 struct IndexLookup {
@@ -78,6 +79,7 @@ struct IndexLookup {
   // No location and every expected owner's view is complete: the key is
   // proved absent from the cluster (in scope). Otherwise absence is unknown.
   bool absence_proved = false;
+  std::string incomplete_owner;  // one expected owner without a complete view ("" if none)
 };
 
 struct IndexStats {

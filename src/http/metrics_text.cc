@@ -177,6 +177,30 @@ constexpr Family kClEtcdFailovers{"tierkv_cluster_etcd_failovers_total", "counte
                                   "Moves of the etcd client to another endpoint"};
 constexpr Family kClWatch{"tierkv_cluster_watch_events_total", "counter",
                           "Membership watch recoveries by kind"};
+constexpr Family kIxViews{"tierkv_index_owner_views", "gauge",
+                          "Other owners' views in the global index by state"};
+constexpr Family kIxEntries{"tierkv_index_entries", "gauge", "Keys in the global index's views"};
+constexpr Family kIxBytes{"tierkv_index_bytes", "gauge",
+                          "Global index memory (installed and staging views)"};
+constexpr Family kIxBudget{"tierkv_index_budget_bytes", "gauge", "--index-budget"};
+constexpr Family kIxInstalls{"tierkv_index_installs_total", "counter",
+                             "Owner views installed after a validated snapshot"};
+constexpr Family kIxResets{"tierkv_index_resets_total", "counter",
+                           "Complete owner views dropped to partial (stream broke or reset)"};
+constexpr Family kIxRefused{"tierkv_index_refused_views_total", "counter",
+                            "Owner views refused, by reason"};
+constexpr Family kInvFrames{"tierkv_inventory_frames_total", "counter",
+                            "Inventory stream frames by direction"};
+constexpr Family kInvBytes{"tierkv_inventory_bytes_total", "counter",
+                           "Inventory stream payload bytes by direction"};
+constexpr Family kInvOwnerStreams{"tierkv_inventory_owner_streams", "gauge",
+                                  "Inventory streams this manager serves now"};
+constexpr Family kInvSnapshots{"tierkv_inventory_snapshots_served_total", "counter",
+                               "Snapshots this manager served to peers"};
+constexpr Family kInvResetsSent{"tierkv_inventory_resets_sent_total", "counter",
+                                "Streams ended because a peer fell behind the journal"};
+constexpr Family kInvFailures{"tierkv_inventory_requester_failures_total", "counter",
+                              "Streams to other owners that broke"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -445,6 +469,30 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.Sample(kClWatch.name, Label("kind", "reconnect"), c.watch_reconnects);
     w.Sample(kClWatch.name, Label("kind", "compacted"), c.watch_compactions);
     w.Sample(kClWatch.name, Label("kind", "resync"), c.watch_resyncs);
+    const CoverageView& v = s.coverage;
+    w.Head(kIxViews);
+    w.Sample(kIxViews.name, Label("state", "complete"), v.complete);
+    w.Sample(kIxViews.name, Label("state", "staging"), v.staging);
+    w.Sample(kIxViews.name, Label("state", "partial"), v.partial);
+    w.Sample(kIxViews.name, Label("state", "missing"), v.missing);
+    w.One(kIxEntries, v.entries);
+    w.One(kIxBytes, v.index_bytes);
+    w.One(kIxBudget, v.index_budget);
+    w.One(kIxInstalls, v.installs);
+    w.One(kIxResets, v.resets);
+    w.Head(kIxRefused);
+    w.Sample(kIxRefused.name, Label("reason", "budget"), v.refused_budget);
+    w.Sample(kIxRefused.name, Label("reason", "invalid"), v.rejected_views);
+    w.Head(kInvFrames);
+    w.Sample(kInvFrames.name, Label("direction", "in"), v.frames_in);
+    w.Sample(kInvFrames.name, Label("direction", "out"), v.frames_out);
+    w.Head(kInvBytes);
+    w.Sample(kInvBytes.name, Label("direction", "in"), v.bytes_in);
+    w.Sample(kInvBytes.name, Label("direction", "out"), v.bytes_out);
+    w.One(kInvOwnerStreams, v.streams_out);
+    w.One(kInvSnapshots, v.snapshots_out);
+    w.One(kInvResetsSent, v.resets_out);
+    w.One(kInvFailures, v.stream_failures);
   }
   return w.Take();
 }

@@ -58,6 +58,7 @@ struct MetricsSnapshot {
   HttpGateStats http;
   bool cluster_enabled = false;
   ClusterStats cluster;
+  CoverageView coverage;  // cluster mode
 };
 
 // text/plain; version=0.0.4

@@ -241,6 +241,9 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.http = GateStats();
   s.cluster_enabled = deps_.ha->Members().enabled;
   if (s.cluster_enabled) s.cluster = deps_.ha->Stats();
+  if (s.cluster_enabled && deps_.cluster_index != nullptr) {
+    s.coverage = deps_.cluster_index->Coverage();
+  }
   return s;
 }
 

@@ -98,6 +98,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     m->index_view_ = std::make_unique<ClusterIndexAdapter>(
         m->index_.get(), inv, mem, cfg.cluster.scope_kind, cfg.cluster.scope_namespaces);
     index_view = m->index_view_.get();
+    m->catalog_ = std::make_unique<IndexCatalog>(m->index_.get(), cfg.cluster.scope_kind,
+                                                 cfg.cluster.scope_namespaces);
+    m->server_->SetCatalog(m->catalog_.get());
   } else {
     Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(cfg.data_dir);
     if (!meta.ok()) return meta.status();

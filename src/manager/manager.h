@@ -27,6 +27,7 @@
 #include "events/publisher.h"
 #include "http/rest_server.h"
 #include "manager/config.h"
+#include "manager/remote_catalog.h"
 #include "meta/metadata_store.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -74,6 +75,7 @@ class Manager {
   std::unique_ptr<GlobalIndex> index_;
   std::unique_ptr<Inventory> inventory_;
   std::unique_ptr<ClusterIndexAdapter> index_view_;
+  std::unique_ptr<IndexCatalog> catalog_;
   std::unique_ptr<RestServer> rest_;
   std::string ssd_error_;
   bool started_ = false;

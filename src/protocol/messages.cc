@@ -71,11 +71,13 @@ Status HelloReply::Decode(Reader& r) {
 void KeyRequest::Encode(Writer& w) const {
   w.Str(tenant);
   w.Str(key);
+  if (lookup_flags != 0) w.U8(lookup_flags);
 }
 
 Status KeyRequest::Decode(Reader& r) {
   tenant = r.Str();
   key = r.Str();
+  lookup_flags = r.done() ? 0 : r.U8();
   return r.Finish("key request");
 }
 
@@ -119,6 +121,7 @@ void BatchKeysRequest::Encode(Writer& w) const {
   w.Str(tenant);
   w.U32(static_cast<uint32_t>(keys.size()));
   for (std::string_view k : keys) w.Str(k);
+  if (lookup_flags != 0) w.U8(lookup_flags);
 }
 
 Status BatchKeysRequest::Decode(Reader& r, uint32_t max_batch) {
@@ -127,6 +130,7 @@ Status BatchKeysRequest::Decode(Reader& r, uint32_t max_batch) {
   if (Status st = CheckBatch(n, max_batch, r, "batch"); !st.ok()) return st;
   keys.resize(n);
   for (auto& k : keys) k = r.Str();
+  lookup_flags = r.done() ? 0 : r.U8();
   return r.Finish("batch keys");
 }
 
@@ -292,6 +296,8 @@ void EncodeObjectInfo(Writer& w, const ObjectInfo& info) {
   w.I64(info.lease_expires_unix_ms);
   w.I64(info.last_access_unix_ms);
   w.Str(info.name_space);
+  w.Str(info.owner);
+  w.U32(info.owner_rank);
 }
 
 ObjectInfo DecodeObjectInfo(Reader& r) {
@@ -304,6 +310,8 @@ ObjectInfo DecodeObjectInfo(Reader& r) {
   info.lease_expires_unix_ms = r.I64();
   info.last_access_unix_ms = r.I64();
   info.name_space = std::string(r.Str());
+  info.owner = std::string(r.Str());
+  info.owner_rank = r.U32();
   return info;
 }
 

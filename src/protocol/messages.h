@@ -44,9 +44,13 @@ struct HelloReply {
 };
 
 // lease, get, exist, query, remove
+// Optional trailing byte of EXIST, QUERY, BATCH_EXIST and BATCH_QUERY.
+inline constexpr uint8_t kLookupLocalOnly = 1;
+
 struct KeyRequest {
   std::string_view tenant;
   std::string_view key;
+  uint8_t lookup_flags = 0;  // sent only when non-zero
   void Encode(Writer& w) const;
   Status Decode(Reader& r);
 };
@@ -109,6 +113,7 @@ struct ListKeysRequest {
 struct BatchKeysRequest {
   std::string_view tenant;
   std::vector<std::string_view> keys;
+  uint8_t lookup_flags = 0;  // sent only when non-zero
   void Encode(Writer& w) const;
   Status Decode(Reader& r, uint32_t max_batch);
 };

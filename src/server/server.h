@@ -41,6 +41,7 @@
 #include <unordered_map>
 
 #include "server/client_metrics.h"
+#include "server/remote_catalog.h"
 #include "store/store.h"
 #include "tierkv/status.h"
 
@@ -98,6 +99,10 @@ class Server {
 
   ServerStats Stats() const;
   const ServerOptions& options() const { return options_; }
+  // Cluster mode: where lookups that miss locally look next (set before
+  // Start; must outlive the server). Null: local only.
+  void SetCatalog(const RemoteCatalog* catalog) { catalog_ = catalog; }
+  const RemoteCatalog* catalog() const { return catalog_; }
 
   // What clients reported about their transfers (for /metrics).
   ClientMetrics& client_metrics() { return client_metrics_; }
@@ -125,6 +130,7 @@ class Server {
   void WorkerLoop();
 
   const ServerOptions options_;
+  const RemoteCatalog* catalog_ = nullptr;
   Store* const store_;
   int uds_fd_ = -1;
   int tcp_fd_ = -1;

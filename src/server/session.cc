@@ -375,10 +375,16 @@ Status Session::KeyCall(Opcode op, std::string_view body) {
   Reader r(body);
   proto::KeyRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
+  if (Status st = CheckLookupFlags(op, req.lookup_flags); !st.ok()) return st;
   const ObjectRef ref{req.tenant, req.key};
-  if (op == Opcode::kExist) return store_->Exist(caller_, ref);
   if (op == Opcode::kRemove) return store_->Remove(caller_, ref);
-  Result<ObjectInfo> info = store_->Query(caller_, ref);
+  if (op == Opcode::kExist) {
+    Status local = store_->Exist(caller_, ref);
+    if (local.code() != Code::kNotFound) return local;
+    return Lookup(req.tenant, req.key, req.lookup_flags, local).status();
+  }
+  Result<ObjectInfo> info =
+      Lookup(req.tenant, req.key, req.lookup_flags, store_->Query(caller_, ref));
   if (!info.ok()) return info.status();
   Writer w(&reply_);
   proto::EncodeObjectInfo(w, *info);
@@ -491,6 +497,38 @@ Status Session::BatchPut(std::string_view body) {
   return Status::Ok();
 }
 
+Status Session::CheckLookupFlags(Opcode op, uint8_t flags) {
+  if (flags == 0) return Status::Ok();
+  const bool lookup = op == Opcode::kExist || op == Opcode::kQuery || op == Opcode::kBatchExist ||
+                      op == Opcode::kBatchQuery;
+  if (!lookup) return InvalidArgument("lookup flags are only for exist and query requests");
+  if ((flags & ~proto::kLookupLocalOnly) != 0) {
+    return InvalidArgument("unknown lookup flag bits " + std::to_string(flags));
+  }
+  return Status::Ok();
+}
+
+Result<ObjectInfo> Session::Lookup(std::string_view tenant, std::string_view key, uint8_t flags,
+                                   Result<ObjectInfo> local) const {
+  const RemoteCatalog* catalog = server_->catalog();
+  if (local.ok() || local.status().code() != Code::kNotFound || catalog == nullptr ||
+      (flags & proto::kLookupLocalOnly) != 0) {
+    return local;
+  }
+  RemoteAnswer a = catalog->Lookup(tenant, key, caller_.name_space);
+  switch (a.kind) {
+    case RemoteAnswer::kFound:
+      return std::move(a.info);
+    case RemoteAnswer::kAbsent:
+      return NotFound("not found on any manager of the cluster");
+    case RemoteAnswer::kUnknown:
+      return Status(Code::kUnavailable, "not found here; elsewhere unknown: " + a.why);
+    case RemoteAnswer::kOutOfScope:
+      return Status(Code::kUnavailable, "not found here; out of this manager's scope: " + a.why);
+  }
+  return local;
+}
+
 Status Session::BatchKeys(Opcode op, std::string_view body) {
   if (op == Opcode::kBatchLease) {
     if (Status st = RequireShm("batch_lease"); !st.ok()) return st;
@@ -498,6 +536,7 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
   Reader r(body);
   proto::BatchKeysRequest req;
   if (Status st = req.Decode(r, server_->options().max_batch); !st.ok()) return st;
+  if (Status st = CheckLookupFlags(op, req.lookup_flags); !st.ok()) return st;
   Writer w(&reply_);
   w.U32(static_cast<uint32_t>(req.keys.size()));
   switch (op) {
@@ -539,15 +578,27 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
       }
       return Status::Ok();
     }
-    case Opcode::kBatchExist:
-      for (const Status& st : store_->BatchExist(caller_, req.tenant, req.keys)) w.ItemStatus(st);
+    case Opcode::kBatchExist: {
+      std::vector<Status> each = store_->BatchExist(caller_, req.tenant, req.keys);
+      for (size_t i = 0; i < each.size(); ++i) {
+        Status st = each[i];
+        if (st.code() == Code::kNotFound) {
+          st = Lookup(req.tenant, req.keys[i], req.lookup_flags, st).status();
+        }
+        w.ItemStatus(st);
+      }
       return Status::Ok();
-    case Opcode::kBatchQuery:
-      for (const auto& info : store_->BatchQuery(caller_, req.tenant, req.keys)) {
+    }
+    case Opcode::kBatchQuery: {
+      std::vector<Result<ObjectInfo>> each = store_->BatchQuery(caller_, req.tenant, req.keys);
+      for (size_t i = 0; i < each.size(); ++i) {
+        Result<ObjectInfo> info =
+            Lookup(req.tenant, req.keys[i], req.lookup_flags, std::move(each[i]));
         w.ItemStatus(info.status());
         if (info.ok()) proto::EncodeObjectInfo(w, *info);
       }
       return Status::Ok();
+    }
     default:
       for (const Status& st : store_->BatchRemove(caller_, req.tenant, req.keys)) {
         w.ItemStatus(st);

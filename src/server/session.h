@@ -58,6 +58,12 @@ class Session {
   Status Lease(std::string_view body);
   Status Get(std::string_view body);
   Status KeyCall(proto::Opcode op, std::string_view body);
+  // A lookup `local` answered; when it missed and the call allows it, the
+  // cluster catalog answers instead (found, absent, or unknown/out of scope
+  // as UNAVAILABLE).
+  Result<ObjectInfo> Lookup(std::string_view tenant, std::string_view key, uint8_t flags,
+                            Result<ObjectInfo> local) const;
+  static Status CheckLookupFlags(proto::Opcode op, uint8_t flags);
   Status RemoveAll(std::string_view body);
   Status ListKeys(std::string_view body);
   Status BatchAlloc(std::string_view body);

@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
                  "manager address: unix:PATH or tcp://HOST:PORT (env TIERKV_ADDRESS)")
       ->capture_default_str();
   app.add_option("-t,--tenant", tenant, "tenant of the keys")->capture_default_str();
+  bool local_only = false;
+  app.add_flag("--local-only", local_only,
+               "stat and exists: ask only the manager addressed, not the cluster's index");
   std::string name_space;
   app.add_option("--namespace", name_space,
                  "storage namespace recorded with what is put (tierkv:v1:<64 hex>)");
@@ -182,7 +185,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*stat) {
-    auto info = c.Query(key, tenant);
+    auto info = c.Query(key, tenant, {local_only});
     if (!info.ok()) return ExitFor(info.status());
     std::printf(
         "key:     %s\ntenant:  %s\nsize:    %llu\nmedia:   %s\ngroup:   %s\n"
@@ -190,10 +193,13 @@ int main(int argc, char** argv) {
         key.c_str(), tenant.c_str(), static_cast<unsigned long long>(info->size),
         MediaText(info->media).c_str(), info->group_id.empty() ? "-" : info->group_id.c_str(),
         info->active_leases, info->name_space.empty() ? "-" : info->name_space.c_str());
+    if (!info->owner.empty()) {  // cluster mode: held by another manager
+      std::printf("owner:   %s (rank %u)\n", info->owner.c_str(), info->owner_rank);
+    }
     return 0;
   }
   if (*exists) {
-    Status st = c.Exist(key, tenant);
+    Status st = c.Exist(key, tenant, {local_only});
     if (st.code() == Code::kNotFound) return 1;
     return ExitFor(st);
   }

@@ -1,0 +1,37 @@
+// RemoteCatalog: what a session asks when a lookup misses locally in cluster
+// mode (the global index, seen from the server box; the manager wires it).
+//
+// Thread-safety: implementations are thread-safe and never block on I/O.
+#ifndef TIERKV_SERVER_REMOTE_CATALOG_H_
+#define TIERKV_SERVER_REMOTE_CATALOG_H_
+
+#include <string>
+#include <string_view>
+
+#include "tierkv/types.h"
+
+namespace tierkv {
+
+struct RemoteAnswer {
+  enum Kind : uint8_t {
+    kFound,       // `info` describes it; info.owner names the owner
+    kAbsent,      // proved: every expected owner's view is complete and lacks it
+    kUnknown,     // some expected owner's view is incomplete
+    kOutOfScope,  // the caller's namespace is outside this manager's scope
+  };
+  Kind kind = kAbsent;
+  ObjectInfo info;
+  std::string why;  // for kUnknown / kOutOfScope
+};
+
+class RemoteCatalog {
+ public:
+  virtual ~RemoteCatalog() = default;
+  // `name_space` is the asking session's ("" = none).
+  virtual RemoteAnswer Lookup(std::string_view tenant, std::string_view key,
+                              std::string_view name_space) const = 0;
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_SERVER_REMOTE_CATALOG_H_
