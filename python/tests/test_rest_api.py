@@ -458,7 +458,7 @@ def test_openapi_document_matches_the_server(api):
     from conftest import ROOT
     m, _ = api
     doc = json.loads((ROOT / "docs" / "openapi.json").read_text())
-    assert len(doc["paths"]) == 26  # the contract's 25 and /cluster/members
+    assert len(doc["paths"]) == 29  # the contract's 25, /cluster/members and /cache/*
     served = 0
     for path, methods in doc["paths"].items():
         for method in methods:
@@ -468,7 +468,7 @@ def test_openapi_document_matches_the_server(api):
                                  timeout=10)
             assert r.status_code in (200, 413), (method, path, r.status_code)
             served += 1
-    assert served == 28  # every endpoint of the contract, and /cluster/members
+    assert served == 31  # every endpoint of the contract, /cluster/members and /cache/*
 
 
 def test_grafana_dashboard_uses_only_exported_metrics(api):
