@@ -5,11 +5,15 @@
 
 #include <cstdio>
 #include <set>
+#include <thread>
 
 #include "cluster/inventory_stream.h"
 
 namespace tierkv {
 namespace {
+
+constexpr auto kBusyBatchGap = std::chrono::microseconds(500);
+constexpr auto kBackToBack = std::chrono::microseconds(50);
 
 // The transcript digest: every record's fields in a fixed encoding, in order.
 void Digest(XXH3_state_t* st, const peer::InventoryRecord& r) {
@@ -148,7 +152,14 @@ void Inventory::Serve(ServeContext& c) {
 
   const ChangeFeed& feed = store_->feed();
   uint64_t after = watermark;
+  auto last_batch = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  bool busy = false;
   while (alive && !stopping() && !c.server->IsCancelled()) {
+    // While changes keep coming (the last batch followed the one before it
+    // within kBackToBack, or carried several), batches go out at most every
+    // kBusyBatchGap, so a stream of puts does not cost one stream write per
+    // put per peer. A change after a quiet spell still goes out at once.
+    if (busy) std::this_thread::sleep_until(last_batch + kBusyBatchGap);
     FeedRead r = feed.ReadAfter(after, options_.page_records);
     if (options_.coalesce_ms > 0 && !r.behind && !r.changes.empty() &&
         r.changes.size() < options_.page_records) {
@@ -196,6 +207,9 @@ void Inventory::Serve(ServeContext& c) {
     }
     after = r.changes.back().sequence;
     write(f);
+    const auto now = std::chrono::steady_clock::now();
+    busy = r.changes.size() > 1 || now - last_batch < kBackToBack;
+    last_batch = now;
   }
   if (alive && stopping()) {
     peer::InventoryFrame reset;

@@ -1,0 +1,201 @@
+// tierkv_inventory_bench: the peer inventory streams and the global index.
+//
+//   tierkv_inventory_bench [--objects 1000000] [--samples 300] [--json PATH]
+//
+// 1. Cold start: three managers each put objects/3 objects, then a fourth
+//    starts; the time until its /cache/metadata reports complete coverage of
+//    all of them, and the index bytes per object.
+// 2. Delta latency: a put on one manager until Exist finds it through another
+//    (polled over its socket), median and p99, with --inventory-stream-
+//    coalesce-ms 0 and 2.
+// 3. Owner put rate with 4 subscribed peers against the same owner with none,
+//    same run.
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "etcd_process.h"
+#include "manager_process.h"
+#include "tierkv/client.h"
+
+namespace tierkv::bench {
+namespace {
+
+using testing::EtcdCluster;
+using testing::ManagerProcess;
+
+std::unique_ptr<ManagerProcess> Start(const EtcdCluster& etcd, const std::string& cluster,
+                                      const std::string& id, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--etcd-endpoints",
+                                   etcd.endpoints(),
+                                   "--cluster-name",
+                                   cluster,
+                                   "--node-id",
+                                   id,
+                                   "--addr",
+                                   "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()),
+                                   "--membership-ttl-secs",
+                                   "10"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<ManagerProcess>(args);
+}
+
+nlohmann::json Coverage(const ManagerProcess& m) {
+  httplib::Client http(m.rest());
+  auto res = http.Get("/cache/metadata");
+  return res ? nlohmann::json::parse(res->body, nullptr, false) : nlohmann::json();
+}
+
+void PutMany(const ManagerProcess& m, const std::string& prefix, uint64_t n) {
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return;
+  const std::string value(64, 'v');
+  std::vector<std::string> keys;
+  for (uint64_t at = 0; at < n; at += 4096) {
+    keys.clear();
+    for (uint64_t i = at; i < std::min(n, at + 4096); ++i) {
+      char k[80];
+      std::snprintf(k, sizeof k, "%s%016llx%048llx", prefix.c_str(),
+                    static_cast<unsigned long long>(i), static_cast<unsigned long long>(i * 7919));
+      keys.emplace_back(k);
+    }
+    std::vector<PutItem> items;
+    for (const std::string& k : keys) items.push_back({k, value.data(), value.size(), ""});
+    (void)(*c)->BatchPut(items);
+  }
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100 * v.size()))];
+}
+
+// Put on `owner`, then spin on Exist at `viewer` until it is found.
+std::vector<double> DeltaLatency(const ManagerProcess& owner, const ManagerProcess& viewer,
+                                 int samples) {
+  auto put = Client::Connect(owner.uds());
+  auto look = Client::Connect(viewer.uds());
+  std::vector<double> out;
+  if (!put.ok() || !look.ok()) return out;
+  for (int i = 0; i < samples; ++i) {
+    const std::string key = "lat" + std::to_string(getpid()) + "-" + std::to_string(i);
+    const double t0 = NowSeconds();
+    if (!(*put)->Put(key, "v").ok()) continue;
+    while (!(*look)->Exist(key).ok() && NowSeconds() - t0 < 5) {
+    }
+    out.push_back(NowSeconds() - t0);
+  }
+  return out;
+}
+
+// 4 KiB puts per second from one client for about a second.
+double PutRate(const ManagerProcess& m, const std::string& prefix) {
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return 0;
+  const std::string value(4096, 'p');
+  const double t0 = NowSeconds();
+  uint64_t n = 0;
+  while (NowSeconds() - t0 < 1.0) {
+    (void)(*c)->Put(prefix + std::to_string(n++), value);
+  }
+  return n / (NowSeconds() - t0);
+}
+
+}  // namespace
+}  // namespace tierkv::bench
+
+int main(int argc, char** argv) {
+  using namespace tierkv;
+  using namespace tierkv::bench;
+  uint64_t objects = 1000000;
+  int samples = 300;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--objects" && i + 1 < argc) {
+      objects = std::stoull(argv[++i]);
+    } else if (a == "--samples" && i + 1 < argc) {
+      samples = std::stoi(argv[++i]);
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: tierkv_inventory_bench [--objects N] [--samples S]\n");
+      return 2;
+    }
+  }
+  std::vector<Ratio> ratios;
+  {
+    EtcdCluster etcd(1);
+    const std::string cluster = "ibench" + std::to_string(getpid());
+    std::vector<std::unique_ptr<ManagerProcess>> owners;
+    for (int i = 0; i < 3; ++i) {
+      owners.push_back(Start(etcd, cluster, "o" + std::to_string(i), {"--dram-size", "2GiB"}));
+      PutMany(*owners.back(), "o" + std::to_string(i) + "-", objects / 3);
+    }
+    const double t0 = NowSeconds();
+    auto cold = Start(etcd, cluster, "cold");
+    nlohmann::json c;
+    for (;;) {
+      c = Coverage(*cold);
+      if (c.is_object() && c["coverage"] == "complete" &&
+          c["index"]["entries"].get<uint64_t>() >= 3 * (objects / 3)) {
+        break;
+      }
+      if (NowSeconds() - t0 > 300) break;
+      usleep(2000);
+    }
+    const double secs = NowSeconds() - t0;
+    const uint64_t entries = c["index"]["entries"].get<uint64_t>();
+    const double per = entries ? double(c["index"]["bytes"].get<uint64_t>()) / entries : 0;
+    std::printf(
+        "cold start: %llu objects of 3 owners covered after %.2f s (process start "
+        "included); index %.0f bytes per object\n",
+        static_cast<unsigned long long>(entries), secs, per);
+    ratios.push_back({"cold start to full coverage, seconds", secs, 0});
+    ratios.push_back({"index bytes per object (target <= 128)", per, 0});
+  }
+  for (int coalesce : {0, 2}) {
+    EtcdCluster etcd(1);
+    const std::string cluster = "lbench" + std::to_string(getpid()) + std::to_string(coalesce);
+    const std::vector<std::string> flags = {"--inventory-stream-coalesce-ms",
+                                            std::to_string(coalesce)};
+    auto a = Start(etcd, cluster, "a", flags);
+    auto b = Start(etcd, cluster, "b", flags);
+    while (Coverage(*b)["coverage"] != "complete") usleep(2000);
+    const std::vector<double> lat = DeltaLatency(*a, *b, samples);
+    std::printf("delta latency (coalesce %d ms): p50 %.0f us, p99 %.0f us over %zu puts\n",
+                coalesce, Percentile(lat, 50) * 1e6, Percentile(lat, 99) * 1e6, lat.size());
+    ratios.push_back(
+        {"delta p50 us, coalesce " + std::to_string(coalesce), Percentile(lat, 50) * 1e6, 0});
+    ratios.push_back(
+        {"delta p99 us, coalesce " + std::to_string(coalesce), Percentile(lat, 99) * 1e6, 0});
+  }
+  {
+    EtcdCluster etcd(1);
+    const std::string cluster = "pbench" + std::to_string(getpid());
+    auto owner = Start(etcd, cluster, "owner", {"--dram-size", "2GiB"});
+    (void)PutRate(*owner, "warm");
+    const double alone = PutRate(*owner, "alone");
+    std::vector<std::unique_ptr<ManagerProcess>> peers;
+    for (int i = 0; i < 4; ++i) peers.push_back(Start(etcd, cluster, "p" + std::to_string(i)));
+    for (auto& p : peers) {
+      while (Coverage(*p)["coverage"] != "complete") usleep(2000);
+    }
+    const double watched = PutRate(*owner, "watched");
+    std::printf("owner 4 KiB puts: %.0f/s with 4 subscribed peers, %.0f/s with none\n", watched,
+                alone);
+    ratios.push_back({"owner put rate, 4 peers / none", watched / alone, 0.9});
+  }
+  PrintRatios(ratios);
+  if (!json.empty() && !WriteJson(json, {}, ratios)) return 1;
+  return 0;
+}
