@@ -65,13 +65,26 @@ TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
   std::vector<Node> nodes;
-  for (const char* id : {"a", "b", "c"}) nodes.push_back(StartNode(etcd.endpoints(), cluster, id));
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    nodes.push_back(StartNode(etcd.endpoints(), cluster, id));
+  }
+  // Zero objects anywhere: complete, empty views that prove absence.
+  ASSERT_TRUE(WaitFor([&] {
+    Json c = Coverage(*nodes[0].proc);
+    return c["coverage"] == "complete" && c["owner_views"]["expected"] == 4;
+  }));
+  EXPECT_EQ(Coverage(*nodes[0].proc)["index"]["entries"], 0);
+  {
+    auto c0 = Client::Connect(nodes[0].proc->uds());
+    ASSERT_TRUE(c0.ok());
+    EXPECT_EQ((*c0)->Exist("b-k7").code(), Code::kNotFound);
+  }
   for (Node& n : nodes) PutMany(*n.proc, n.id + "-k", 50);
   for (Node& viewer : nodes) {
     ASSERT_TRUE(WaitFor([&] {
       Json c = Coverage(*viewer.proc);
-      return c["coverage"] == "complete" && c["owner_views"]["expected"] == 2 &&
-             c["index"]["entries"] == 100;
+      return c["coverage"] == "complete" && c["owner_views"]["expected"] == 4 &&
+             c["index"]["entries"] == 200;
     })) << viewer.id
         << " " << Coverage(*viewer.proc).dump();
     for (Node& owner : nodes) {
@@ -81,9 +94,9 @@ TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {
           << viewer.id << " looking at " << owner.id;
     }
   }
-  EXPECT_EQ(testing::ScrapeMetric(*nodes[0].proc, "tierkv_index_entries"), 100);
+  EXPECT_EQ(testing::ScrapeMetric(*nodes[0].proc, "tierkv_index_entries"), 200);
   EXPECT_EQ(testing::ScrapeMetric(*nodes[0].proc, "tierkv_index_owner_views{state=\"complete\"}"),
-            2);
+            4);
   // A removal on the owner reaches the others as a delta.
   auto c = Client::Connect(nodes[0].proc->uds());
   ASSERT_TRUE(c.ok());
@@ -192,6 +205,15 @@ TEST(Inventory, AMemberThatLeavesIsHiddenAtOnceAndOthersKeepTheirEntries) {
   // SIGKILL: the stream breaks at once (a's entries become partial hints),
   // and they vanish when a's member record does, with no delete records.
   a.proc->Stop(SIGKILL);
+  // Until then a's last installed entries remain, as partial hints.
+  ASSERT_TRUE(WaitFor([&] {
+    Json v = Coverage(*b.proc)["owner_views"];
+    return v["partial"] == 1 || v["expected"] == 1;
+  }));
+  if (Coverage(*b.proc)["owner_views"]["partial"] == 1) {
+    EXPECT_EQ(BlobRanks(*b.proc, "a-1").size(), 1u);  // a hint, not proof
+    EXPECT_EQ(Coverage(*b.proc)["coverage"], "incomplete");
+  }
   ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["owner_views"]["expected"] == 1; },
                       (kTtl + 3) * 1000));
   EXPECT_TRUE(BlobRanks(*b.proc, "a-1").empty());
@@ -200,6 +222,29 @@ TEST(Inventory, AMemberThatLeavesIsHiddenAtOnceAndOthersKeepTheirEntries) {
   // A graceful leave hides c the moment its record is deleted.
   EXPECT_EQ(c.proc->Stop(SIGTERM), 0);
   EXPECT_TRUE(WaitFor([&] { return BlobRanks(*b.proc, "c-1").empty(); }, 2000));
+}
+
+TEST(Inventory, AViewOverTheIndexBudgetIsRefusedAndCounted) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  PutMany(*a.proc, "fits-not-", 5000);
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--index-budget", "64KiB"});
+  ASSERT_TRUE(WaitFor([&] {
+    return Coverage(*b.proc)["index"]["refused_budget"].get<uint64_t>() >= 1;
+  })) << Coverage(*b.proc).dump();
+  Json cov = Coverage(*b.proc);
+  EXPECT_EQ(cov["index"]["entries"], 0);
+  EXPECT_LE(cov["index"]["bytes"].get<uint64_t>(), 64u << 10);
+  EXPECT_EQ(cov["coverage"], "incomplete");
+  EXPECT_EQ(
+      testing::ScrapeMetric(*b.proc, "tierkv_index_refused_views_total{reason=\"budget\"}") >= 1,
+      true);
+  // Unknown, not absent.
+  auto c = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->Exist("fits-not-1").code(), Code::kUnavailable);
+  EXPECT_TRUE(LocalRoundTrip(*b.proc, "local").ok());
 }
 
 // A peer that answers inventory streams with pages out of order.
