@@ -1,0 +1,80 @@
+"""Cluster mode from Python: two managers and a real etcd; lookups find what
+the other manager holds, say who owns it, and local_only keeps the local
+answer."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+import requests
+
+import tierkv
+from conftest import Manager, free_port
+
+ETCD_BIN = "/usr/bin/etcd"
+
+
+@pytest.fixture(scope="module")
+def etcd():
+    assert os.access(ETCD_BIN, os.X_OK), "etcd is missing: run scripts/deps.sh (etcd-server)"
+    d = tempfile.mkdtemp(prefix="tierkv-py-etcd-")
+    client, peer = free_port(), free_port()
+    proc = subprocess.Popen(
+        [ETCD_BIN, "--name", "e0", "--data-dir", os.path.join(d, "data"), "--unsafe-no-fsync",
+         "--listen-client-urls", f"http://127.0.0.1:{client}",
+         "--advertise-client-urls", f"http://127.0.0.1:{client}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"e0=http://127.0.0.1:{peer}", "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
+    while True:
+        try:
+            if requests.get(f"http://127.0.0.1:{client}/health", timeout=1).ok:
+                break
+        except requests.RequestException:
+            pass
+        assert time.time() < deadline, "etcd did not start"
+        time.sleep(0.05)
+    yield f"127.0.0.1:{client}"
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def start(etcd: str, node: str) -> Manager:
+    return Manager("--etcd-endpoints", etcd, "--cluster-name", f"py{os.getpid()}",
+                   "--node-id", node, "--addr", f"127.0.0.1:{free_port()}",
+                   "--membership-ttl-secs", "5")
+
+
+def test_lookups_find_the_other_managers_objects(etcd):
+    a, b = start(etcd, "a"), start(etcd, "b")
+    try:
+        ca, cb = tierkv.Client(a.uds), tierkv.Client(b.uds)
+        ca.put("held-by-a", b"value")
+        cb.put("held-by-b", b"x")
+        deadline = time.time() + 10
+        while not cb.exists("held-by-a"):
+            assert time.time() < deadline
+            time.sleep(0.01)
+        info = cb.query("held-by-a")
+        assert info["owner"] == "a"
+        assert info["size"] == 5
+        assert info["media"] == ["dram"]
+        assert cb.query("held-by-b")["owner"] is None
+        assert cb.exists("held-by-a", local_only=True) is False
+        with pytest.raises(tierkv.NotFound):
+            cb.query("held-by-a", local_only=True)
+        rows = cb.batch_query(["held-by-b", "held-by-a", "nowhere"])
+        assert rows[0]["owner"] is None and rows[1]["owner"] == "a" and rows[2] is None
+        assert cb.batch_exists(["held-by-a", "nowhere"]) == [True, False]
+        cov = requests.get(b.rest + "/cache/metadata", timeout=5).json()
+        assert cov["coverage"] == "complete" and cov["owner_views"]["expected"] == 1
+        ca.close()
+        cb.close()
+    finally:
+        a.close()
+        b.close()
