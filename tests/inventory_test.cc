@@ -319,15 +319,6 @@ TEST(Inventory, AMalformedSnapshotIsRefusedAndNothingIsInstalled) {
   server->Shutdown();
 }
 
-}  // namespace
-}  // namespace tierkv
-
-namespace tierkv {
-namespace {
-
-using namespace cluster_test;
-using testing::WaitFor;
-
 void PutInNamespace(const ManagerProcess& m, const std::string& ns, const std::string& prefix,
                     int n) {
   ClientOptions o;
@@ -371,15 +362,6 @@ TEST(Inventory, ScopeIsFilteredAtTheOwner) {
   EXPECT_EQ(BlobRanks(*b.proc, "later1-1").size(), 1u);
   EXPECT_EQ(entries(d), 0);
 }
-
-}  // namespace
-}  // namespace tierkv
-
-namespace tierkv {
-namespace {
-
-using namespace cluster_test;
-using testing::WaitFor;
 
 TEST(Inventory, LookupsSayWhereAKeyIsLocalRemoteAbsentOrUnknown) {
   EtcdCluster etcd(1);

@@ -2,19 +2,9 @@
 
 #include <mutex>
 
+#include "common/composite_key.h"
+
 namespace tierkv {
-namespace {
-
-std::string Composite(std::string_view tenant, std::string_view key) {
-  std::string c;
-  c.reserve(tenant.size() + 1 + key.size());
-  c.append(tenant);
-  c.push_back('\0');
-  c.append(key);
-  return c;
-}
-
-}  // namespace
 
 void OwnerView::Apply(const InventoryDelta& d) {
   if (d.kind == InventoryDelta::kCleared) {

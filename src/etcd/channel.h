@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "etcd/etcd_client.h"
@@ -34,6 +35,18 @@ inline std::chrono::system_clock::time_point DeadlineIn(int64_t ms) {
 // such a stream with an error when its member loses the leader, instead of
 // leaving it silent.
 inline void RequireLeader(grpc::ClientContext& ctx) { ctx.AddMetadata("hasleader", "true"); }
+
+// Opens the context of a stream its owner (LeaseKeeper, Watcher) can cancel
+// from Stop(): registers `ctx` in `slot` under `mu`, unless the owner is
+// stopping (`stopping`, read under `mu`) or the client is shut down (false).
+inline bool AttachStream(std::mutex& mu, const bool& stopping, const Client& client, void*& slot,
+                         grpc::ClientContext* ctx) {
+  RequireLeader(*ctx);
+  std::lock_guard<std::mutex> lock(mu);
+  if (stopping || client.cancelled()) return false;
+  slot = ctx;
+  return true;
+}
 
 inline KeyValue FromProto(const mvccpb::KeyValue& kv) {
   KeyValue out;

@@ -40,12 +40,7 @@ bool LeaseKeeper::Stream() {
       std::chrono::milliseconds(std::min<int64_t>(ttl_secs_ * 1000 / 8 + 1, 3000));
   std::shared_ptr<Client::Channel> ch = client_->CurrentChannel();
   grpc::ClientContext ctx;
-  RequireLeader(ctx);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || client_->cancelled()) return false;
-    context_ = &ctx;
-  }
+  if (!AttachStream(mu_, stop_, *client_, context_, &ctx)) return false;
   auto stream = ch->lease->LeaseKeepAlive(&ctx);
   bool outstanding = false;
   bool reader_done = false;

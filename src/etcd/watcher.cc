@@ -61,12 +61,7 @@ void Watcher::RunWatch() {
 bool Watcher::Watch() {
   std::shared_ptr<Client::Channel> ch = client_->CurrentChannel();
   grpc::ClientContext ctx;
-  RequireLeader(ctx);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || client_->cancelled()) return false;
-    context_ = &ctx;
-  }
+  if (!AttachStream(mu_, stop_, *client_, context_, &ctx)) return false;
   auto stream = ch->watch->Watch(&ctx);
   etcdserverpb::WatchRequest req;
   auto* create = req.mutable_create_request();

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/composite_key.h"
 #include "media/offset_allocator.h"
 #include "store/store.h"
 
@@ -142,24 +143,6 @@ struct Store::Victim {
 // How often a read of an SSD-only object rewarms it before giving up with RETRY
 // (each time the fresh DRAM copy was evicted again before it could be held).
 inline constexpr int kColdAttempts = 4;
-
-// "tenant\0key": tenants never contain NUL, so this is unambiguous.
-inline std::string Composite(std::string_view tenant, std::string_view key) {
-  std::string out;
-  out.reserve(tenant.size() + 1 + key.size());
-  out.append(tenant);
-  out.push_back('\0');
-  out.append(key);
-  return out;
-}
-
-inline std::string_view TenantOf(std::string_view composite) {
-  return composite.substr(0, composite.find('\0'));
-}
-
-inline std::string_view KeyOf(std::string_view composite) {
-  return composite.substr(composite.find('\0') + 1);
-}
 
 }  // namespace tierkv
 
