@@ -4,6 +4,11 @@
 #
 #   bench/ab_client.sh BASE_BUILD_DIR NEW_BUILD_DIR [ROUNDS]
 #
+# BASE_FLAGS / NEW_FLAGS (environment) add manager flags to one side, so one
+# build can be compared with itself under two configurations (for example
+# NEW_FLAGS="--etcd-endpoints 127.0.0.1:2379 --addr 127.0.0.1:7700": cluster
+# mode, with the store's change journal on).
+#
 # Each round starts a fresh manager per build, discards one warm-up run, then
 # measures one; builds alternate so drift affects both alike. Prints each run
 # and then the medians and new/base ratios.
@@ -11,11 +16,11 @@ set -euo pipefail
 base=$1 new=$2 rounds=${3:-7}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-run() {  # build size count
+run() {  # build size count flags
   local sock
   sock=$(mktemp -u /tmp/tierkv-ab-XXXXXX.sock)
   "$1/tierkv-server" --uds-path "$sock" --listen "" --metrics-url http://127.0.0.1:0 \
-    --dram-size 2GiB --max-object-bytes 16MiB --log-level error >/dev/null &
+    --dram-size 2GiB --max-object-bytes 16MiB --log-level error $4 >/dev/null &
   local pid=$!
   for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
   "$1/tierkv_bench" --client-only "unix:$sock" --size "$2" --count "$3" >/dev/null
@@ -29,7 +34,8 @@ for round in $(seq "$rounds"); do
     count=$([ "$size" = 4096 ] && echo 100000 || echo 900)
     for which in base new; do
       dir=$([ "$which" = base ] && echo "$base" || echo "$new")
-      echo "$size $which $(run "$dir" "$size" "$count")" | tee -a "$log"
+      flags=$([ "$which" = base ] && echo "${BASE_FLAGS:-}" || echo "${NEW_FLAGS:-}")
+      echo "$size $which $(run "$dir" "$size" "$count" "$flags")" | tee -a "$log"
     done
   done
 done

@@ -1,5 +1,6 @@
 // REST routes of cluster mode: /cluster/members and the global index's
 // coverage (/cache/metadata, /cache/sync, /cache/metadata/await).
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -9,6 +10,10 @@
 namespace tierkv {
 
 using namespace rest_reply;
+
+namespace {
+constexpr int kMaxAwaits = 2;  // of the gate's 4 workers
+}  // namespace
 
 void RestServer::ClusterRoutes() {
   ClusterIndexView* index = deps_.cluster_index;
@@ -114,6 +119,17 @@ void RestServer::ClusterRoutes() {
       }
       timeout_ms = body["timeout_ms"].get<int64_t>();
     }
+    // A waiting request holds a REST worker: at most kMaxAwaits wait at once,
+    // so awaits can never take every worker from the other REST clients.
+    static std::atomic<int> waiting{0};
+    if (waiting.fetch_add(1) >= kMaxAwaits) {
+      waiting.fetch_sub(1);
+      return SendError(res, "too many awaits in progress (at most " + std::to_string(kMaxAwaits) +
+                                "); retry later");
+    }
+    struct Leave {
+      ~Leave() { waiting.fetch_sub(1); }
+    } leave;
     const bool self = owner == ha->Members().node_id;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
