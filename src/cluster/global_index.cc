@@ -1,53 +1,59 @@
 #include "cluster/global_index.h"
 
+#include <xxhash.h>
+
 #include <mutex>
 
 #include "common/composite_key.h"
 
 namespace tierkv {
 
+OwnerView::KeyHash OwnerView::HashOf(std::string_view tenant, std::string_view key) {
+  const std::string c = Composite(tenant, key);
+  const XXH128_hash_t h = XXH3_128bits(c.data(), c.size());
+  return KeyHash{h.low64, h.high64};
+}
+
+uint32_t OwnerView::Intern(const std::string& name) {
+  auto [it, added] = name_ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+  if (added) {
+    names_.push_back(name);
+    names_bytes_ += 2 * (name.size() + 48);  // the string twice, with their nodes
+  }
+  return it->second;
+}
+
 void OwnerView::Apply(const InventoryDelta& d) {
   if (d.kind == InventoryDelta::kCleared) {
-    const std::string prefix = Composite(d.tenant, "");
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->first.compare(0, prefix.size(), prefix) == 0) {
-        bytes_ -= Cost(it->first, it->second);
-        it = entries_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    auto id = name_ids_.find(d.tenant);
+    if (id == name_ids_.end()) return;
+    std::erase_if(entries_, [t = id->second](const auto& kv) { return kv.second.tenant == t; });
     return;
   }
-  const std::string c = Composite(d.tenant, d.key);
-  auto it = entries_.find(c);
+  const KeyHash h = HashOf(d.tenant, d.key);
+  auto it = entries_.find(h);
   if (d.kind == InventoryDelta::kStored) {
     if (it == entries_.end()) {
-      it = entries_.emplace(c, RemoteEntry{}).first;
-      bytes_ += Cost(c, it->second);
+      it = entries_.emplace(h, RemoteEntry{}).first;
+      it->second.tenant = Intern(d.tenant);
     }
     RemoteEntry& e = it->second;
     if (e.generation != d.generation) {  // a new value: replicas of the old one are gone
       e.dram = e.ssd = false;
       e.generation = d.generation;
     }
-    bytes_ -= e.name_space.size();
-    e.name_space = d.name_space;
-    bytes_ += e.name_space.size();
+    e.name_space = Intern(d.name_space);
     e.size = d.size;
     (d.medium == Medium::kSsd ? e.ssd : e.dram) = true;
     return;
   }
   if (it == entries_.end() || it->second.generation != d.generation) return;  // older value
   (d.medium == Medium::kSsd ? it->second.ssd : it->second.dram) = false;
-  if (!it->second.dram && !it->second.ssd) {
-    bytes_ -= Cost(it->first, it->second);
-    entries_.erase(it);
-  }
+  if (!it->second.dram && !it->second.ssd) entries_.erase(it);
 }
 
-const RemoteEntry* OwnerView::Find(const std::string& composite) const {
-  auto it = entries_.find(composite);
+const RemoteEntry* OwnerView::Find(std::string_view tenant, std::string_view key) const {
+  auto it = entries_.find(HashOf(tenant, key));
   return it == entries_.end() ? nullptr : &it->second;
 }
 
@@ -127,19 +133,18 @@ void GlobalIndex::MarkPartial(const std::string& owner, bool reset) {
 
 IndexLookup GlobalIndex::Lookup(std::string_view tenant, std::string_view key) const {
   IndexLookup out;
-  const std::string c = Composite(tenant, key);
   std::shared_lock lock(mu_);
   bool all_complete = true;
   for (const auto& [node, o] : owners_) {
     all_complete &= o.complete;
     if (!o.complete && out.incomplete_owner.empty()) out.incomplete_owner = node;
     if (!o.view) continue;
-    const RemoteEntry* e = o.view->Find(c);
+    const RemoteEntry* e = o.view->Find(tenant, key);
     if (e == nullptr) continue;
     for (Medium m : {Medium::kDram, Medium::kSsd}) {
       if (!(m == Medium::kDram ? e->dram : e->ssd)) continue;
-      out.locations.push_back(
-          {node, o.uuid, o.rank, m, e->size, e->generation, o.complete, e->name_space});
+      out.locations.push_back({node, o.uuid, o.rank, m, e->size, e->generation, o.complete,
+                               o.view->Name(e->name_space)});
     }
   }
   out.absence_proved = out.locations.empty() && all_complete;
