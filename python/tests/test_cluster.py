@@ -79,34 +79,3 @@ def test_lookups_find_the_other_managers_objects(etcd):
         a.close()
         b.close()
 
-
-def test_awaits_never_take_every_rest_worker(etcd):
-    import threading
-    a, b = start(etcd, "aw-a"), start(etcd, "aw-b")
-    try:
-        slow = {"inventory_fence": {"owner": "aw-a", "sequence": 1 << 30}, "timeout_ms": 2000}
-        answers = []
-
-        def wait():
-            answers.append(requests.post(b.rest + "/cache/metadata/await", json=slow,
-                                         timeout=10).json())
-
-        waiters = [threading.Thread(target=wait) for _ in range(2)]
-        for t in waiters:
-            t.start()
-        probe = dict(slow, timeout_ms=50)
-        deadline = time.time() + 1.5
-        refused = None
-        while time.time() < deadline:
-            r = requests.post(b.rest + "/cache/metadata/await", json=probe, timeout=5).json()
-            if "too many awaits" in r.get("error_message", ""):
-                refused = r
-                break
-        assert refused is not None and refused["success"] is False
-        assert requests.get(b.rest + "/ha_status", timeout=2).text == "serving"
-        for t in waiters:
-            t.join()
-        assert all("timeout" in r["error_message"] for r in answers)
-    finally:
-        a.close()
-        b.close()
