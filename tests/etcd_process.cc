@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "manager_process.h"
+
 namespace tierkv::testing {
 namespace {
 
@@ -64,12 +66,8 @@ EtcdCluster::EtcdCluster(int members) {
     members_.push_back(m);
   }
   for (int i = 0; i < members; ++i) Spawn(i, false);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (int i = 0; i < members; ++i) {
-    while (!Healthy(i)) {
-      if (std::chrono::steady_clock::now() > deadline) Die("etcd did not become healthy");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    if (!WaitFor([&] { return Healthy(i); }, 30000)) Die("etcd did not become healthy");
   }
 }
 

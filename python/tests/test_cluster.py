@@ -56,10 +56,14 @@ def test_lookups_find_the_other_managers_objects(etcd):
         ca, cb = tierkv.Client(a.uds), tierkv.Client(b.uds)
         ca.put("held-by-a", b"value")
         cb.put("held-by-b", b"x")
-        deadline = time.time() + 10
-        while not cb.exists("held-by-a"):
-            assert time.time() < deadline
-            time.sleep(0.01)
+        # a's fence, awaited on b: b's view of a then holds the put.
+        fence = requests.post(a.rest + "/cache/sync", timeout=5).json()
+        done = requests.post(b.rest + "/cache/metadata/await", timeout=15,
+                             json={"inventory_fence": fence["inventory_fence"],
+                                   "scope_digest": fence["scope_digest"],
+                                   "timeout_ms": 10000}).json()
+        assert done["success"], done
+        assert cb.exists("held-by-a")
         info = cb.query("held-by-a")
         assert info["owner"] == "a"
         assert info["size"] == 5

@@ -32,7 +32,6 @@ CoverageView ClusterIndexAdapter::Coverage() const {
   v.bytes_out = is.bytes_out;
   v.snapshots_out = is.snapshots_out;
   v.resets_out = is.resets_out;
-  v.streams_in = s.complete;  // one stream per complete view
   return v;
 }
 

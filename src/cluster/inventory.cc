@@ -49,7 +49,10 @@ class Scope {
   std::set<std::string> names_;
 };
 
-void ToRecord(const SnapshotRecord& r, peer::InventoryRecord* out) {
+// A snapshot record or a journal change (both carry these fields) as a
+// stream record.
+template <typename R>
+void ToRecord(const R& r, peer::InventoryRecord* out) {
   out->set_tenant(r.tenant);
   out->set_key(r.key);
   out->set_name_space(r.name_space);
@@ -196,14 +199,7 @@ void Inventory::Serve(ServeContext& c) {
       out->set_kind(ch.kind == ChangeKind::kStored    ? peer::InventoryChange::STORED
                     : ch.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
                                                       : peer::InventoryChange::CLEARED);
-      auto* rec = out->mutable_record();
-      rec->set_tenant(ch.tenant);
-      rec->set_key(ch.key);
-      rec->set_name_space(ch.name_space);
-      rec->set_medium(static_cast<uint32_t>(ch.medium));
-      rec->set_size(ch.size);
-      rec->set_generation(ch.generation);
-      rec->set_sequence(ch.sequence);
+      ToRecord(ch, out->mutable_record());
     }
     after = r.changes.back().sequence;
     write(f);

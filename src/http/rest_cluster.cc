@@ -19,6 +19,7 @@ void RestServer::ClusterRoutes() {
   ClusterIndexView* index = deps_.cluster_index;
   HaStateProvider* ha = deps_.ha;
   Store* store = deps_.store;
+  const std::string self = ha->Members().node_id;  // fixed for the process
   http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
     const ClusterView v = ha->Members();
     Json j;
@@ -56,7 +57,7 @@ void RestServer::ClusterRoutes() {
     if (index == nullptr) return standalone(res);
     const CoverageView v = index->Coverage();
     Json j;
-    j["node_id"] = ha->Members().node_id;
+    j["node_id"] = self;
     j["scope_kind"] = v.scope_kind;
     j["scope_digest"] = v.scope_digest;
     j["namespace_count"] = v.namespace_count;
@@ -88,8 +89,7 @@ void RestServer::ClusterRoutes() {
     if (index == nullptr) return standalone(res);
     Json j;
     j["success"] = true;
-    j["inventory_fence"] = {{"owner", ha->Members().node_id},
-                            {"sequence", store->feed().last_sequence()}};
+    j["inventory_fence"] = {{"owner", self}, {"sequence", store->feed().last_sequence()}};
     j["scope_digest"] = index->Coverage().scope_digest;
     SendJson(res, j);
   });
@@ -130,10 +130,10 @@ void RestServer::ClusterRoutes() {
     struct Leave {
       ~Leave() { waiting.fetch_sub(1); }
     } leave;
-    const bool self = owner == ha->Members().node_id;
+    const bool own = owner == self;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
-      const uint64_t have = self ? store->feed().last_sequence() : index->OwnerWatermark(owner);
+      const uint64_t have = own ? store->feed().last_sequence() : index->OwnerWatermark(owner);
       if (have >= sequence) {
         Json j;
         j["success"] = true;

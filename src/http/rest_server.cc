@@ -239,9 +239,9 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.client_reports = deps_.server->client_metrics().Stats();
   s.server = deps_.server->Stats();
   s.http = GateStats();
-  s.cluster_enabled = deps_.ha->Members().enabled;
-  if (s.cluster_enabled) s.cluster = deps_.ha->Stats();
-  if (s.cluster_enabled && deps_.cluster_index != nullptr) {
+  s.cluster_enabled = deps_.cluster_index != nullptr;  // cluster mode
+  if (s.cluster_enabled) {
+    s.cluster = deps_.ha->Stats();
     s.coverage = deps_.cluster_index->Coverage();
   }
   return s;
