@@ -11,7 +11,7 @@ PACKAGES=(
   liburing-dev libcpp-httplib-dev nlohmann-json3-dev libssl-dev python3-requests prometheus wrk openssl
   redis-server redis-tools e2fsprogs
   python3 python3-dev pybind11-dev python3-pytest python3-numpy
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler etcd-server etcd-client
+  libasio-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler etcd-server etcd-client
 )
 
 missing=()

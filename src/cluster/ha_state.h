@@ -108,6 +108,34 @@ class ClusterIndexView {
   virtual uint64_t OwnerWatermark(const std::string& owner) const = 0;
 };
 
+// Remote reads (cluster mode only): the requester's fetches, the owner's
+// grants and its data channel, for /metrics.
+struct TransferStats {
+  // Requester side.
+  uint64_t fetches = 0;             // keys asked of the fetcher
+  uint64_t objects = 0, bytes = 0;  // fetched and stored locally
+  uint64_t miss_not_indexed = 0, miss_refused = 0, miss_budget = 0, miss_read = 0,
+           miss_local_space = 0, miss_slots = 0;
+  uint64_t authorizations = 0, authorize_failures = 0;  // calls; failures: no answer
+  uint64_t releases = 0, release_failures = 0;
+  uint64_t lookahead_discarded = 0, lookahead_retries = 0, shared_flights = 0;
+  uint64_t grants_awaiting_release = 0;
+  // Owner side.
+  uint64_t grants_live = 0, reserved_bytes = 0, budget_bytes = 0;
+  uint64_t grants_given = 0, items_granted = 0;
+  uint64_t refused_stale = 0, refused_budget = 0, refused_sessions = 0, refused_other = 0;
+  uint64_t budget_waits = 0, released = 0, expired = 0, departed = 0;
+  // The owner's data channel.
+  uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0;
+  uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0;
+};
+
+class TransferStatsProvider {
+ public:
+  virtual ~TransferStatsProvider() = default;
+  virtual TransferStats Transfer() const = 0;  // thread-safe
+};
+
 class StandaloneHaState final : public HaStateProvider {
  public:
   HaState Get() const override { return HaState{}; }

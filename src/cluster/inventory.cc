@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cluster/inventory_stream.h"
+#include "cluster/peer_rpc.h"
 
 namespace tierkv {
 namespace {
@@ -235,7 +236,7 @@ class Inventory::Follower {
 
  private:
   void Run() {
-    auto channel = grpc::CreateChannel(owner_.endpoint, grpc::InsecureChannelCredentials());
+    auto channel = PeerChannel(owner_.endpoint);
     auto stub = peer::Peer::NewStub(channel);
     int64_t backoff_ms = 100;
     while (!Stopped()) {

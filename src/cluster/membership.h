@@ -80,6 +80,8 @@ class Membership final : public HaStateProvider {
   // The REST URL the member record advertises (call before Register, once the
   // REST listener has its port).
   void set_rest_url(std::string url) { options_.rest_url = std::move(url); }
+  // The data channel's address, once bound (before Register).
+  void set_data_endpoint(std::string endpoint) { options_.data_endpoint = std::move(endpoint); }
   // Graceful leave, in two steps so the owner can drain its peer listener in
   // between. BeginShutdown fences (no new remote admission) and resigns the
   // election; Leave stops the keepalive, revokes the lease, deletes the member

@@ -5,7 +5,9 @@
 
 #include <chrono>
 
+#include "cluster/grants.h"
 #include "cluster/inventory_stream.h"
+#include "cluster/peer_rpc.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
@@ -36,7 +38,43 @@ class PeerService final : public tierkv::peer::Peer::Service {
     return c.status;
   }
 
+  grpc::Status Authorize(grpc::ServerContext*, const peer::AuthorizeRequest* req,
+                         peer::AuthorizeResponse* out) override {
+    if (grants_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no source grants on this manager");
+    }
+    std::vector<GrantRequestItem> items;
+    items.reserve(req->items_size());
+    for (const peer::GrantItem& g : req->items()) {
+      items.push_back({g.tenant(), g.key(), g.generation()});
+    }
+    Result<std::vector<GrantAnswer>> answers =
+        grants_->Authorize(req->requester_node(), req->requester_uuid(), req->expect_owner_uuid(),
+                           req->ticket(), items);
+    if (!answers.ok()) return ToGrpc(answers.status());
+    out->set_ticket(req->ticket());
+    out->set_expires_in_ms(static_cast<uint64_t>(grants_->grant_timeout_ms()));
+    for (const GrantAnswer& a : *answers) {
+      peer::GrantedItem* g = out->add_items();
+      g->set_code(static_cast<uint32_t>(a.status.code()));
+      if (!a.status.ok()) g->set_message(a.status.message());
+      g->set_size(a.size);
+      g->set_generation(a.generation);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Release(grpc::ServerContext*, const peer::ReleaseRequest* req,
+                       peer::ReleaseResponse* out) override {
+    if (grants_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no source grants on this manager");
+    }
+    out->set_released(grants_->Release(req->requester_uuid(), req->ticket()));
+    return grpc::Status::OK;
+  }
+
   tierkv::Inventory* inventory_ = nullptr;
+  GrantTable* grants_ = nullptr;
 
  private:
   std::function<PeerIdentity()> identity_;
@@ -55,6 +93,7 @@ PeerServer::PeerServer(std::function<PeerIdentity()> identity)
 PeerServer::~PeerServer() { Stop(0); }
 
 void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
+void PeerServer::SetGrants(GrantTable* grants) { impl_->service.grants_ = grants; }
 
 Status PeerServer::Start(const std::string& addr) {
   grpc::EnableDefaultHealthCheckService(true);

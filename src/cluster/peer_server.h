@@ -1,7 +1,7 @@
 // PeerServer: the manager's peer gRPC listener (--addr), serving the
 // tierkv.peer.Peer service (proto/peer/peer.proto): Identify (who answers on
-// this address), the inventory streams (cluster/inventory.h) and gRPC's
-// standard health service.
+// this address), the inventory streams (cluster/inventory.h), the source
+// grants (cluster/grants.h) and gRPC's standard health service.
 //
 // Thread-safety: Start/Stop from one thread.
 #ifndef TIERKV_CLUSTER_PEER_SERVER_H_
@@ -17,6 +17,7 @@
 namespace tierkv {
 
 class Inventory;
+class GrantTable;
 
 struct PeerIdentity {
   std::string node_id;
@@ -35,6 +36,8 @@ class PeerServer {
   ~PeerServer();
   // The inventory streams' owner side (before Start; may be null).
   void SetInventory(Inventory* inventory);
+  // The source grants' owner side, Authorize and Release (before Start; may be null).
+  void SetGrants(GrantTable* grants);
   // Errors: UNAVAILABLE naming the address when it cannot be bound.
   Status Start(const std::string& addr);
   // Stops accepting, lets calls in flight finish for up to `grace_ms`.

@@ -201,6 +201,39 @@ constexpr Family kInvResetsSent{"tierkv_inventory_resets_sent_total", "counter",
                                 "Streams ended because a peer fell behind the journal"};
 constexpr Family kInvFailures{"tierkv_inventory_requester_failures_total", "counter",
                               "Streams to other owners that broke"};
+constexpr Family kTrFetched{"tierkv_remote_fetched_objects_total", "counter",
+                            "Objects read from other managers and stored here"};
+constexpr Family kTrFetchedBytes{"tierkv_remote_fetched_bytes_total", "counter",
+                                 "Bytes read from other managers over the data channel"};
+constexpr Family kTrMisses{"tierkv_remote_fetch_misses_total", "counter",
+                           "Remote reads that ended in a bounded miss, by reason"};
+constexpr Family kTrAuth{"tierkv_remote_authorize_calls_total", "counter",
+                         "Authorization calls to owners, by result"};
+constexpr Family kTrReleases{"tierkv_remote_release_calls_total", "counter",
+                             "Grant releases sent to owners, by result"};
+constexpr Family kTrLookahead{"tierkv_remote_lookahead_total", "counter",
+                              "Speculative authorizations discarded or retried"};
+constexpr Family kTrShared{"tierkv_remote_shared_fetches_total", "counter",
+                           "Fetches that waited for a concurrent fetch of the same key"};
+constexpr Family kTrAwaiting{"tierkv_remote_grants_awaiting_release", "gauge",
+                             "This manager's grants on owners not yet released"};
+constexpr Family kGrLive{"tierkv_grants_live", "gauge", "Source grants this owner holds now"};
+constexpr Family kGrReserved{"tierkv_grants_reserved_bytes", "gauge",
+                             "Bytes pinned for peers' grants, charged to --transfer-budget"};
+constexpr Family kGrBudget{"tierkv_grants_budget_bytes", "gauge", "--transfer-budget"};
+constexpr Family kGrGiven{"tierkv_grants_given_total", "counter", "Source grants given"};
+constexpr Family kGrItems{"tierkv_grants_items_total", "counter",
+                          "Items of authorizations, by result"};
+constexpr Family kGrEnded{"tierkv_grants_ended_total", "counter", "Source grants ended, by cause"};
+constexpr Family kGrWaits{"tierkv_grants_budget_waits_total", "counter",
+                          "Authorizations that waited for the requester's own releases"};
+constexpr Family kDcConns{"tierkv_data_connections", "gauge", "Open data channel connections"};
+constexpr Family kDcConnsTotal{"tierkv_data_connections_total", "counter",
+                               "Data channel connections, by result"};
+constexpr Family kDcReads{"tierkv_data_reads_total", "counter",
+                          "READs on the data channel, by result"};
+constexpr Family kDcBytes{"tierkv_data_bytes_sent_total", "counter",
+                          "Object bytes sent on the data channel"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -345,6 +378,50 @@ void RenderClients(const MetricsSnapshot& s, Writer& w) {
     for (const auto& c : s.clients) w.Sample(f->name, RankLabel(c.rank), 0);
   }
   for (const Family& f : kUbsPerDisk) w.Head(f);
+}
+
+void RenderTransfer(Writer& w, const TransferStats& t) {
+  w.One(kTrFetched, t.objects);
+  w.One(kTrFetchedBytes, t.bytes);
+  w.Head(kTrMisses);
+  w.Sample(kTrMisses.name, Label("reason", "not_indexed"), t.miss_not_indexed);
+  w.Sample(kTrMisses.name, Label("reason", "refused"), t.miss_refused);
+  w.Sample(kTrMisses.name, Label("reason", "budget"), t.miss_budget);
+  w.Sample(kTrMisses.name, Label("reason", "read_failed"), t.miss_read);
+  w.Sample(kTrMisses.name, Label("reason", "local_space"), t.miss_local_space);
+  w.Sample(kTrMisses.name, Label("reason", "grant_slots"), t.miss_slots);
+  w.Head(kTrAuth);
+  w.Sample(kTrAuth.name, Label("result", "answered"), t.authorizations - t.authorize_failures);
+  w.Sample(kTrAuth.name, Label("result", "no_answer"), t.authorize_failures);
+  w.Head(kTrReleases);
+  w.Sample(kTrReleases.name, Label("result", "ok"), t.releases);
+  w.Sample(kTrReleases.name, Label("result", "failed"), t.release_failures);
+  w.Head(kTrLookahead);
+  w.Sample(kTrLookahead.name, Label("kind", "discarded"), t.lookahead_discarded);
+  w.Sample(kTrLookahead.name, Label("kind", "retried"), t.lookahead_retries);
+  w.One(kTrShared, t.shared_flights);
+  w.One(kTrAwaiting, t.grants_awaiting_release);
+  w.One(kGrLive, t.grants_live);
+  w.One(kGrReserved, t.reserved_bytes);
+  w.One(kGrBudget, t.budget_bytes);
+  w.One(kGrGiven, t.grants_given);
+  w.Head(kGrItems);
+  w.Sample(kGrItems.name, Label("result", "granted"), t.items_granted);
+  w.Sample(kGrItems.name, Label("result", "stale"), t.refused_stale);
+  w.Sample(kGrItems.name, Label("result", "budget"), t.refused_budget);
+  w.Head(kGrEnded);
+  w.Sample(kGrEnded.name, Label("cause", "released"), t.released);
+  w.Sample(kGrEnded.name, Label("cause", "expired"), t.expired);
+  w.Sample(kGrEnded.name, Label("cause", "requester_left"), t.departed);
+  w.One(kGrWaits, t.budget_waits);
+  w.One(kDcConns, t.data_connections);
+  w.Head(kDcConnsTotal);
+  w.Sample(kDcConnsTotal.name, Label("result", "accepted"), t.data_connections_total);
+  w.Sample(kDcConnsTotal.name, Label("result", "refused"), t.data_refused);
+  w.Head(kDcReads);
+  w.Sample(kDcReads.name, Label("result", "sent"), t.data_reads);
+  w.Sample(kDcReads.name, Label("result", "refused"), t.data_refusals);
+  w.One(kDcBytes, t.data_bytes_out);
 }
 
 }  // namespace
@@ -493,6 +570,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kInvSnapshots, v.snapshots_out);
     w.One(kInvResetsSent, v.resets_out);
     w.One(kInvFailures, v.stream_failures);
+    RenderTransfer(w, s.transfer);
   }
   return w.Take();
 }

@@ -58,7 +58,8 @@ struct MetricsSnapshot {
   HttpGateStats http;
   bool cluster_enabled = false;
   ClusterStats cluster;
-  CoverageView coverage;  // cluster mode
+  CoverageView coverage;   // cluster mode
+  TransferStats transfer;  // cluster mode
 };
 
 // text/plain; version=0.0.4

@@ -243,6 +243,7 @@ MetricsSnapshot RestServer::Snapshot() const {
   if (s.cluster_enabled) {
     s.cluster = deps_.ha->Stats();
     s.coverage = deps_.cluster_index->Coverage();
+    if (deps_.transfer != nullptr) s.transfer = deps_.transfer->Transfer();
   }
   return s;
 }

@@ -63,7 +63,8 @@ struct RestDeps {
   events::KvEventPublisher* publisher = nullptr;  // null when events are off
   HaStateProvider* ha = nullptr;
   MetadataStore* metadata = nullptr;
-  ClusterIndexView* cluster_index = nullptr;  // null when standalone
+  ClusterIndexView* cluster_index = nullptr;        // null when standalone
+  const TransferStatsProvider* transfer = nullptr;  // null when standalone
 };
 
 class RestServer {

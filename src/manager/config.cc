@@ -315,6 +315,14 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "cluster mode: the change journal peers' inventory streams read from");
   app.add_option("--index-budget", index_budget,
                  "cluster mode: memory for the global index (installed and staging views)");
+  std::string transfer_budget;
+  app.add_option("--transfer-budget", transfer_budget,
+                 "cluster mode: bytes peers' source grants may hold pinned (default: half of "
+                 "--dram-size)");
+  app.add_option("--transfer-grant-timeout-ms", cl.grant_timeout_ms,
+                 "cluster mode: a source grant not released by its requester ends after this");
+  app.add_option("--data-connections", cl.data_connections,
+                 "cluster mode: data channel connections to each peer");
   app.add_option("--inventory-stream-coalesce-ms", cl.coalesce_ms,
                  "cluster mode: quiet window (0-5 ms) in which an owner batches deltas");
   app.add_option("--metadata-namespace", cl.scope_namespaces,
@@ -383,6 +391,19 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return InvalidArgument("--inventory-stream-coalesce-ms must be between 0 and 5");
   }
   if (Status st = ValidateScope(empty_scope, cl); !st.ok()) return st;
+  if (!transfer_budget.empty()) {
+    if (Status st = SizeOption("transfer-budget", transfer_budget, &cl.transfer_budget); !st.ok()) {
+      return st;
+    }
+    if (cl.transfer_budget == 0) return InvalidArgument("--transfer-budget must be positive");
+  }
+  if (cl.transfer_budget == 0) cl.transfer_budget = c.dram_size / 2;
+  if (cl.grant_timeout_ms < 100 || cl.grant_timeout_ms > 3'600'000) {
+    return InvalidArgument("--transfer-grant-timeout-ms must be between 100 and 3600000");
+  }
+  if (cl.data_connections < 1 || cl.data_connections > 64) {
+    return InvalidArgument("--data-connections must be between 1 and 64");
+  }
   c.rest.rank = c.server.rank;
   c.rest.events_queue_capacity = c.events.queue_capacity;
   if (c.node_id.empty()) {

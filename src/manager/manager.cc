@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <set>
 
 #include "cluster/etcd_metadata.h"
 
@@ -50,6 +51,46 @@ Status Manager::PrepareCluster() {
   return Status::Ok();
 }
 
+void Manager::WireRemoteReads() {
+  const ClusterConfig& cl = config_.cluster;
+  Membership* mem = membership_.get();
+  GrantOptions go;
+  go.runtime_uuid = mem->runtime_uuid();
+  go.budget_bytes = cl.transfer_budget;
+  go.grant_timeout_ms = cl.grant_timeout_ms;
+  go.admitting = [mem] { return mem->admitting(); };
+  grants_ = std::make_unique<GrantTable>(go, store_.get());
+  transfer::DataServerOptions dso;
+  dso.listen = cl.data_addr;
+  if (dso.listen.empty()) {  // the --addr host, a port of the system's choosing
+    dso.listen = cl.addr.substr(0, cl.addr.rfind(':')) + ":0";
+  }
+  data_server_ = std::make_unique<transfer::DataServer>(dso, grants_.get());
+  transfer::TcpTransportOptions to;
+  to.connections_per_peer = cl.data_connections;
+  transport_ = std::make_unique<transfer::TcpTransport>(to);
+  FetcherOptions fo;
+  fo.node_id = config_.node_id;
+  fo.runtime_uuid = mem->runtime_uuid();
+  fo.parallel_reads = cl.data_connections;
+  fetcher_ = std::make_unique<RemoteFetcher>(fo, store_.get(), index_.get(), transport_.get());
+  transfer_view_ =
+      std::make_unique<TransferView>(fetcher_.get(), grants_.get(), data_server_.get());
+}
+
+Status Manager::StartDataChannel() {
+  if (Status st = data_server_->Start(); !st.ok()) return st;
+  const ClusterConfig& cl = config_.cluster;
+  std::string advertised = cl.data_addr;
+  if (advertised.empty()) {
+    advertised = cl.advertise_addr.substr(0, cl.advertise_addr.rfind(':')) + ":" +
+                 std::to_string(data_server_->port());
+  }
+  membership_->set_data_endpoint(advertised);
+  grants_->Start();
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   std::unique_ptr<Manager> m(new Manager(config));
   if (config.cluster.enabled()) {
@@ -94,11 +135,20 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     io.scope_namespaces = cfg.cluster.scope_namespaces;
     m->inventory_ = std::make_unique<Inventory>(io, m->store_.get(), m->index_.get());
     Inventory* inv = m->inventory_.get();
-    mem->SetListener([inv](const std::vector<MemberView>& members) { inv->SetMembers(members); });
+    m->WireRemoteReads();
+    RemoteFetcher* fetcher = m->fetcher_.get();
+    GrantTable* grants = m->grants_.get();
+    mem->SetListener([inv, fetcher, grants](const std::vector<MemberView>& members) {
+      inv->SetMembers(members);
+      fetcher->SetMembers(members);
+      std::set<std::string> live;
+      for (const MemberView& v : members) live.insert(v.runtime_uuid);
+      grants->ReleaseDeparted(live);  // a requester that left holds nothing here
+    });
     m->index_view_ = std::make_unique<ClusterIndexAdapter>(
         m->index_.get(), inv, mem, cfg.cluster.scope_kind, cfg.cluster.scope_namespaces);
     index_view = m->index_view_.get();
-    m->catalog_ = std::make_unique<IndexCatalog>(m->index_.get(), cfg.cluster.scope_kind,
+    m->catalog_ = std::make_unique<IndexCatalog>(m->index_.get(), fetcher, cfg.cluster.scope_kind,
                                                  cfg.cluster.scope_namespaces);
     m->server_->SetCatalog(m->catalog_.get());
   } else {
@@ -108,7 +158,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   }
   m->rest_ = std::make_unique<RestServer>(
       cfg.rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha,
-                         m->metadata_.get(), index_view});
+                         m->metadata_.get(), index_view, m->transfer_view_.get()});
   return m;
 }
 
@@ -134,8 +184,10 @@ Status Manager::Start() {
                           mem->rank(),    kStreamProtocol,     mem->cluster_uuid()};
     });
     peer_server_->SetInventory(inventory_.get());
+    peer_server_->SetGrants(grants_.get());
     membership_->set_rest_url(rest_->url());
-    Status st = peer_server_->Start(config_.cluster.addr);
+    Status st = StartDataChannel();
+    if (st.ok()) st = peer_server_->Start(config_.cluster.addr);
     if (st.ok()) st = membership_->Register();
     if (!st.ok()) {
       Stop();
@@ -150,8 +202,10 @@ void Manager::Stop() {
   // Leave the cluster first: fence, let peer calls finish, then give up the
   // lease and the member record.
   if (membership_) membership_->BeginShutdown();
-  if (inventory_) inventory_->Stop();  // owner streams end with a reset, followers stop
-  if (peer_server_) peer_server_->Stop();
+  if (inventory_) inventory_->Stop();      // owner streams end with a reset, followers stop
+  if (peer_server_) peer_server_->Stop();  // authorizations in flight end
+  if (data_server_) data_server_->Stop();  // then the READs
+  if (grants_) grants_->Stop();            // and the pins they held
   if (membership_) membership_->Leave();
   if (server_) server_->Stop();
   if (rest_) rest_->Stop();

@@ -17,7 +17,9 @@
 #include <string>
 
 #include "cluster/cluster_index.h"
+#include "cluster/fetcher.h"
 #include "cluster/global_index.h"
+#include "cluster/grants.h"
 #include "cluster/ha_state.h"
 #include "cluster/inventory.h"
 #include "cluster/membership.h"
@@ -28,9 +30,12 @@
 #include "http/rest_server.h"
 #include "manager/config.h"
 #include "manager/remote_catalog.h"
+#include "manager/transfer_view.h"
 #include "meta/metadata_store.h"
 #include "server/server.h"
 #include "store/store.h"
+#include "transfer/data_server.h"
+#include "transfer/tcp_transport.h"
 
 namespace tierkv {
 
@@ -62,6 +67,8 @@ class Manager {
   explicit Manager(const ManagerConfig& config) : config_(config) {}
   Status OpenSsd();
   Status PrepareCluster();  // etcd client, membership, format check, rank
+  void WireRemoteReads();   // grants, data channel, fetcher
+  Status StartDataChannel();
 
   ManagerConfig config_;
   std::unique_ptr<Store> store_;
@@ -75,6 +82,13 @@ class Manager {
   std::unique_ptr<GlobalIndex> index_;
   std::unique_ptr<Inventory> inventory_;
   std::unique_ptr<ClusterIndexAdapter> index_view_;
+  // Remote reads. Destroyed in reverse: the data channel before the grants it
+  // reads through, the grants before the store they pin.
+  std::unique_ptr<GrantTable> grants_;
+  std::unique_ptr<transfer::DataServer> data_server_;
+  std::unique_ptr<transfer::TcpTransport> transport_;
+  std::unique_ptr<RemoteFetcher> fetcher_;
+  std::unique_ptr<TransferView> transfer_view_;
   std::unique_ptr<IndexCatalog> catalog_;
   std::unique_ptr<RestServer> rest_;
   std::string ssd_error_;

@@ -2,13 +2,29 @@
 
 namespace tierkv {
 
+std::string IndexCatalog::OutOfScope(std::string_view name_space) const {
+  if (scope_kind_ == "empty" || (scope_kind_ == "exact" && scope_.count(name_space) == 0)) {
+    return name_space.empty() ? "objects without a namespace are not subscribed"
+                              : "namespace " + std::string(name_space) + " is not subscribed";
+  }
+  return {};
+}
+
+std::vector<Status> IndexCatalog::Fetch(std::string_view tenant,
+                                        std::span<const std::string_view> keys,
+                                        std::string_view name_space) const {
+  std::string why = OutOfScope(name_space);
+  if (fetcher_ == nullptr) why = "remote reads are off";
+  if (!why.empty()) return std::vector<Status>(keys.size(), NotFound("not found here; " + why));
+  return fetcher_->Fetch(tenant, keys);
+}
+
 RemoteAnswer IndexCatalog::Lookup(std::string_view tenant, std::string_view key,
                                   std::string_view name_space) const {
   RemoteAnswer a;
-  if (scope_kind_ == "empty" || (scope_kind_ == "exact" && scope_.count(name_space) == 0)) {
+  if (std::string why = OutOfScope(name_space); !why.empty()) {
     a.kind = RemoteAnswer::kOutOfScope;
-    a.why = name_space.empty() ? "objects without a namespace are not subscribed"
-                               : "namespace " + std::string(name_space) + " is not subscribed";
+    a.why = std::move(why);
     return a;
   }
   const IndexLookup found = index_->Lookup(tenant, key);

@@ -1,13 +1,17 @@
 // RemoteCatalog: what a session asks when a lookup misses locally in cluster
 // mode (the global index, seen from the server box; the manager wires it).
 //
-// Thread-safety: implementations are thread-safe and never block on I/O.
+// Thread-safety: implementations are thread-safe; Lookup never blocks on I/O,
+// Fetch blocks its caller (only), bounded by the read path's deadlines.
 #ifndef TIERKV_SERVER_REMOTE_CATALOG_H_
 #define TIERKV_SERVER_REMOTE_CATALOG_H_
 
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "tierkv/status.h"
 #include "tierkv/types.h"
 
 namespace tierkv {
@@ -30,6 +34,11 @@ class RemoteCatalog {
   // `name_space` is the asking session's ("" = none).
   virtual RemoteAnswer Lookup(std::string_view tenant, std::string_view key,
                               std::string_view name_space) const = 0;
+  // Brings `keys` of `tenant` held by other managers into the local store
+  // (the remote read path). One status per key, in order: OK when the key is
+  // local now; NOT_FOUND with the reason otherwise.
+  virtual std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
+                                    std::string_view name_space) const = 0;
 };
 
 }  // namespace tierkv

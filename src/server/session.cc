@@ -344,7 +344,7 @@ Status Session::Lease(std::string_view body) {
   Reader r(body);
   proto::KeyRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
-  Result<LeaseGrant> g = store_->Lease(caller_, {req.tenant, req.key});
+  Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key);
   if (!g.ok()) return g.status();
   leases_.insert(g->lease_id);
   Writer w(&reply_);
@@ -352,8 +352,40 @@ Status Session::Lease(std::string_view body) {
   return Status::Ok();
 }
 
-Status Session::GetInline(std::string_view tenant, std::string_view key) {
+Result<LeaseGrant> Session::LeaseOrFetch(std::string_view tenant, std::string_view key) {
   Result<LeaseGrant> g = store_->Lease(caller_, {tenant, key});
+  const RemoteCatalog* catalog = server_->catalog();
+  if (g.ok() || g.status().code() != Code::kNotFound || catalog == nullptr) return g;
+  const std::string_view one[] = {key};
+  Status fetched = std::move(catalog->Fetch(tenant, one, caller_.name_space).front());
+  if (!fetched.ok()) return fetched;
+  return store_->Lease(caller_, {tenant, key});
+}
+
+std::vector<Result<LeaseGrant>> Session::BatchLeaseOrFetch(std::string_view tenant,
+                                                           std::span<const std::string_view> keys) {
+  std::vector<Result<LeaseGrant>> grants = store_->BatchLease(caller_, tenant, keys);
+  const RemoteCatalog* catalog = server_->catalog();
+  if (catalog == nullptr) return grants;
+  std::vector<size_t> missed;
+  std::vector<std::string_view> missed_keys;
+  for (size_t i = 0; i < grants.size(); ++i) {
+    if (!grants[i].ok() && grants[i].status().code() == Code::kNotFound) {
+      missed.push_back(i);
+      missed_keys.push_back(keys[i]);
+    }
+  }
+  if (missed.empty()) return grants;
+  std::vector<Status> fetched = catalog->Fetch(tenant, missed_keys, caller_.name_space);
+  for (size_t j = 0; j < missed.size(); ++j) {
+    grants[missed[j]] = fetched[j].ok() ? store_->Lease(caller_, {tenant, missed_keys[j]})
+                                        : Result<LeaseGrant>(std::move(fetched[j]));
+  }
+  return grants;
+}
+
+Status Session::GetInline(std::string_view tenant, std::string_view key) {
+  Result<LeaseGrant> g = LeaseOrFetch(tenant, key);
   if (!g.ok()) return g.status();
   const size_t mark = reply_.size();
   Writer w(&reply_);
@@ -541,7 +573,7 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
   w.U32(static_cast<uint32_t>(req.keys.size()));
   switch (op) {
     case Opcode::kBatchLease: {
-      for (const auto& g : store_->BatchLease(caller_, req.tenant, req.keys)) {
+      for (const auto& g : BatchLeaseOrFetch(req.tenant, req.keys)) {
         w.ItemStatus(g.status());
         if (!g.ok()) continue;
         leases_.insert(g->lease_id);
@@ -552,7 +584,7 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
     case Opcode::kBatchGet: {
       // Inline values: copy under lease, release, and stop adding bytes once the
       // reply reaches the frame limit (the rest answer RETRY).
-      std::vector<Result<LeaseGrant>> grants = store_->BatchLease(caller_, req.tenant, req.keys);
+      std::vector<Result<LeaseGrant>> grants = BatchLeaseOrFetch(req.tenant, req.keys);
       const size_t budget = server_->options().max_frame_bytes;
       size_t bytes = 0;
       bool full = false;

@@ -76,6 +76,12 @@ class Session {
                    uint8_t flags, std::string_view value);
   // Get into reply_ (TCP): lease, copy, release. Writes the blob length + bytes.
   Status GetInline(std::string_view tenant, std::string_view key);
+  // A lease of the local value; in cluster mode a local miss is fetched from
+  // the owner the global index names (RemoteCatalog::Fetch), then leased.
+  Result<LeaseGrant> LeaseOrFetch(std::string_view tenant, std::string_view key);
+  // The same for a batch: the items that missed are fetched together.
+  std::vector<Result<LeaseGrant>> BatchLeaseOrFetch(std::string_view tenant,
+                                                    std::span<const std::string_view> keys);
 
   // Waits up to `ms` (< 0: forever) for the next request; false when none came
   // or the server needs this worker for a waiting connection.

@@ -1,0 +1,466 @@
+#include "cluster/fetcher.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "cluster/peer_rpc.h"
+#include "peer.grpc.pb.h"
+
+namespace tierkv {
+
+struct RemoteFetcher::Peer {
+  std::string node, uuid, endpoint, data_endpoint;
+  std::unique_ptr<peer::Peer::Stub> stub;
+  std::atomic<uint64_t> inflight_bytes{0};
+  size_t slots = 0;  // grants awaiting release (slots_mu_)
+};
+
+struct RemoteFetcher::Flight {
+  bool done = false;
+  Status status;
+};
+
+struct RemoteFetcher::Item {
+  std::string_view tenant;
+  std::string_view key;
+  RemoteLocation loc;
+  Status status = NotFound("not held by any other manager");
+  bool attempted = false;  // its READ stage ran (ReadOne)
+};
+
+struct RemoteFetcher::Segment {
+  std::vector<Item*> items;
+};
+
+struct RemoteFetcher::Authorized {
+  Status call;          // the authorization as a whole
+  uint64_t ticket = 0;  // to release (also when the answer was lost)
+  bool slot = false;    // holds a grant slot
+  std::vector<GrantAnswer> answers;
+};
+
+namespace {
+
+uint64_t NewTicket() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t t = 0;
+  while (t == 0) t = rng();
+  return t;
+}
+
+std::chrono::system_clock::time_point In(int64_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+RemoteFetcher::RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
+                             transfer::DataTransport* transport)
+    : options_(std::move(options)), store_(store), index_(index), transport_(transport) {}
+
+RemoteFetcher::~RemoteFetcher() = default;
+
+void RemoteFetcher::SetMembers(const std::vector<MemberView>& members) {
+  std::vector<std::string> gone;
+  std::lock_guard lock(peers_mu_);
+  std::map<std::string, std::shared_ptr<Peer>> next;
+  for (const MemberView& m : members) {
+    if (m.node_id == options_.node_id) continue;
+    auto it = peers_.find(m.node_id);
+    if (it != peers_.end() && it->second->uuid == m.runtime_uuid &&
+        it->second->endpoint == m.endpoint && it->second->data_endpoint == m.data_endpoint) {
+      next.emplace(m.node_id, it->second);
+      continue;
+    }
+    auto p = std::make_shared<Peer>();
+    p->node = m.node_id;
+    p->uuid = m.runtime_uuid;
+    p->endpoint = m.endpoint;
+    p->data_endpoint = m.data_endpoint;
+    p->stub = peer::Peer::NewStub(PeerChannel(m.endpoint));
+    next.emplace(m.node_id, std::move(p));
+  }
+  for (const auto& [node, p] : peers_) {
+    auto it = next.find(node);
+    if (it == next.end() || it->second->data_endpoint != p->data_endpoint) {
+      gone.push_back(p->data_endpoint);
+    }
+  }
+  peers_.swap(next);
+  for (const std::string& ep : gone) transport_->Forget(ep);
+}
+
+std::shared_ptr<RemoteFetcher::Peer> RemoteFetcher::PeerOf(const std::string& node) const {
+  std::lock_guard lock(peers_mu_);
+  auto it = peers_.find(node);
+  return it == peers_.end() ? nullptr : it->second;
+}
+
+std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
+                                         std::span<const std::string_view> keys) {
+  fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
+  std::vector<Item> items(keys.size());
+  std::vector<std::string> composites(keys.size());
+  std::vector<std::shared_ptr<Flight>> led(keys.size()), followed(keys.size());
+  {
+    std::lock_guard lock(flights_mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      items[i].tenant = tenant;
+      items[i].key = keys[i];
+      composites[i].reserve(tenant.size() + 1 + keys[i].size());
+      composites[i].append(tenant).push_back('\0');
+      composites[i].append(keys[i]);
+      auto [it, fresh] = flights_.try_emplace(composites[i]);
+      if (fresh) {
+        it->second = std::make_shared<Flight>();
+        led[i] = it->second;
+      } else {
+        followed[i] = it->second;
+      }
+    }
+  }
+  // Route every key this call leads.
+  std::map<std::string, std::pair<std::shared_ptr<Peer>, std::vector<Item*>>> plans;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!led[i]) continue;
+    Item& item = items[i];
+    const IndexLookup found = index_->Lookup(tenant, item.key);
+    const RemoteLocation* best = nullptr;
+    std::shared_ptr<Peer> best_peer;
+    auto score = [](const RemoteLocation& l, const Peer& p) {
+      // DRAM before SSD, then fewer bytes in flight, then a complete view.
+      return std::make_tuple(l.medium == Medium::kDram ? 0 : 1, p.inflight_bytes.load(),
+                             l.complete ? 0 : 1);
+    };
+    for (const RemoteLocation& l : found.locations) {
+      std::shared_ptr<Peer> p = PeerOf(l.owner);
+      if (!p || p->uuid != l.owner_uuid || p->data_endpoint.empty()) continue;
+      if (best == nullptr || score(l, *p) < score(*best, *best_peer)) {
+        best = &l;
+        best_peer = std::move(p);
+      }
+    }
+    if (best == nullptr) {
+      miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
+      if (!found.locations.empty()) {
+        item.status = NotFound("its owners are not reachable members now");
+      } else if (!found.absence_proved) {
+        item.status = NotFound("not in the views held; the view of " + found.incomplete_owner +
+                               " is incomplete");
+      }
+      continue;
+    }
+    item.loc = *best;
+    auto& plan = plans[best->owner];
+    plan.first = std::move(best_peer);
+    plan.second.push_back(&item);
+  }
+  // One plan per owner; owners are served in parallel.
+  if (plans.size() == 1) {
+    RunPlan(*plans.begin()->second.first, plans.begin()->second.second);
+  } else if (!plans.empty()) {
+    std::vector<std::thread> workers;
+    for (auto& [owner, plan] : plans) {
+      workers.emplace_back([this, &plan] { RunPlan(*plan.first, plan.second); });
+    }
+    for (std::thread& t : workers) t.join();
+  }
+  {
+    std::lock_guard lock(flights_mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!led[i]) continue;
+      led[i]->done = true;
+      led[i]->status = items[i].status;
+      flights_.erase(composites[i]);
+    }
+  }
+  flights_cv_.notify_all();
+  std::vector<Status> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (led[i]) {
+      out[i] = std::move(items[i].status);
+      continue;
+    }
+    // Another fetch of this key is under way; its own deadlines bound it.
+    shared_flights_.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock lock(flights_mu_);
+    const bool done =
+        flights_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return followed[i]->done; });
+    out[i] = done ? followed[i]->status : NotFound("a concurrent fetch of this key did not end");
+  }
+  return out;
+}
+
+void RemoteFetcher::RunPlan(Peer& peer, std::vector<Item*>& items) {
+  std::vector<Segment> segs(1);
+  uint64_t seg_bytes = 0;
+  for (Item* it : items) {
+    Segment& cur = segs.back();
+    if (!cur.items.empty() && (cur.items.size() >= options_.segment_items ||
+                               seg_bytes + it->loc.size > options_.segment_bytes)) {
+      segs.emplace_back();
+      seg_bytes = 0;
+    }
+    segs.back().items.push_back(it);
+    seg_bytes += it->loc.size;
+  }
+  std::future<Authorized> next;
+  bool speculative = false;
+  for (size_t k = 0; k < segs.size(); ++k) {
+    Authorized cur;
+    if (speculative) {
+      cur = next.get();
+      speculative = false;
+      if (cur.call.code() == Code::kUnavailable) {
+        // A speculative authorization that got no answer is retried once,
+        // now that the previous READ stage has drained.
+        if (cur.ticket != 0) Release(peer, cur.ticket);
+        if (cur.slot) ReleaseSlot(peer);
+        lookahead_retries_.fetch_add(1, std::memory_order_relaxed);
+        cur = Authorize(peer, segs[k]);
+      }
+    } else {
+      cur = Authorize(peer, segs[k]);
+    }
+    if (options_.lookahead && k + 1 < segs.size() && cur.call.ok()) {
+      Segment* following = &segs[k + 1];
+      next = std::async(std::launch::async,
+                        [this, &peer, following] { return Authorize(peer, *following); });
+      speculative = true;
+    }
+    bool reachable = cur.call.code() != Code::kUnavailable;
+    if (cur.call.ok()) {
+      reachable = ReadSegment(peer, segs[k], cur);
+    } else {
+      for (Item* it : segs[k].items) {
+        it->status = NotFound("owner " + peer.node + " refused: " + cur.call.message());
+      }
+      if (cur.call.code() == Code::kNoSpace) {
+        miss_budget_.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
+      } else {
+        miss_refused_.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
+      }
+    }
+    if (cur.ticket != 0) Release(peer, cur.ticket);
+    if (cur.slot) ReleaseSlot(peer);
+    if (!reachable) {
+      if (speculative) {  // the grant for the next stage is of no use now
+        Authorized unused = next.get();
+        speculative = false;
+        lookahead_discarded_.fetch_add(1, std::memory_order_relaxed);
+        if (unused.ticket != 0) Release(peer, unused.ticket);
+        if (unused.slot) ReleaseSlot(peer);
+      }
+      for (size_t r = k + 1; r < segs.size(); ++r) {
+        for (Item* it : segs[r].items) {
+          it->status = NotFound("owner " + peer.node + " is unreachable");
+          miss_read_.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      return;
+    }
+  }
+}
+
+bool RemoteFetcher::AcquireSlot(Peer& peer) {
+  std::unique_lock lock(slots_mu_);
+  const bool ok =
+      slots_cv_.wait_for(lock, std::chrono::milliseconds(options_.authorize_timeout_ms), [&] {
+        return peer.slots < options_.per_source_grants && slots_used_ < options_.global_grants;
+      });
+  if (!ok) return false;
+  ++peer.slots;
+  ++slots_used_;
+  return true;
+}
+
+void RemoteFetcher::ReleaseSlot(Peer& peer) {
+  {
+    std::lock_guard lock(slots_mu_);
+    --peer.slots;
+    --slots_used_;
+  }
+  slots_cv_.notify_all();
+}
+
+RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
+  Authorized a;
+  if (!AcquireSlot(peer)) {
+    a.call = Status(Code::kNoSpace, "too many grants await release");
+    miss_slots_.fetch_add(seg.items.size(), std::memory_order_relaxed);
+    return a;
+  }
+  a.slot = true;
+  a.ticket = NewTicket();
+  peer::AuthorizeRequest req;
+  req.set_requester_node(options_.node_id);
+  req.set_requester_uuid(options_.runtime_uuid);
+  req.set_expect_owner_uuid(peer.uuid);
+  req.set_ticket(a.ticket);
+  for (const Item* it : seg.items) {
+    peer::GrantItem* g = req.add_items();
+    g->set_tenant(std::string(it->tenant));
+    g->set_key(std::string(it->key));
+    g->set_generation(it->loc.generation);
+  }
+  peer::AuthorizeResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(options_.authorize_timeout_ms));
+  const grpc::Status gs = peer.stub->Authorize(&ctx, req, &resp);
+  authorizations_.fetch_add(1, std::memory_order_relaxed);
+  if (!gs.ok()) {
+    a.call = FromGrpc(gs);
+    if (a.call.code() == Code::kUnavailable) {
+      // No answer: the grant may exist all the same; the ticket is released.
+      authorize_failures_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      a.ticket = 0;  // refused whole: there is no grant
+    }
+    return a;
+  }
+  if (static_cast<size_t>(resp.items_size()) != seg.items.size()) {
+    a.call = Status(Code::kUnavailable, "owner " + peer.node + " answered " +
+                                            std::to_string(resp.items_size()) + " items for " +
+                                            std::to_string(seg.items.size()));
+    return a;
+  }
+  for (const peer::GrantedItem& g : resp.items()) {
+    GrantAnswer ans;
+    if (g.code() != 0) {
+      ans.status =
+          Status(g.code() <= kMaxCode ? static_cast<Code>(g.code()) : Code::kInternal, g.message());
+    }
+    ans.size = g.size();
+    ans.generation = g.generation();
+    a.answers.push_back(std::move(ans));
+  }
+  return a;
+}
+
+void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {
+  peer::ReleaseRequest req;
+  req.set_requester_uuid(options_.runtime_uuid);
+  req.set_ticket(ticket);
+  peer::ReleaseResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(options_.release_timeout_ms));
+  const grpc::Status gs = peer.stub->Release(&ctx, req, &resp);
+  if (gs.ok()) {
+    releases_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    // Left to the owner's grant deadline; that is no proof the READs drained.
+    release_failures_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("release of ticket {} on {} failed: {}", ticket, peer.node, gs.error_message());
+  }
+}
+
+bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth) {
+  std::vector<uint32_t> granted;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < seg.items.size(); ++i) {
+    const GrantAnswer& ans = auth.answers[i];
+    Item& it = *seg.items[i];
+    if (ans.status.ok() && ans.size == it.loc.size) {
+      granted.push_back(i);
+      bytes += ans.size;
+      continue;
+    }
+    const bool budget = ans.status.code() == Code::kNoSpace;
+    (budget ? miss_budget_ : miss_refused_).fetch_add(1, std::memory_order_relaxed);
+    it.status = NotFound("owner " + peer.node + " refused " + std::string(it.key) + ": " +
+                         (ans.status.ok() ? "size changed" : ans.status.message()));
+  }
+  std::atomic<bool> reachable{true};
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t n = next.fetch_add(1); n < granted.size() && reachable.load();
+         n = next.fetch_add(1)) {
+      const uint32_t idx = granted[n];
+      seg.items[idx]->attempted = true;
+      Status st = ReadOne(peer, *seg.items[idx], auth.ticket, idx, auth.answers[idx]);
+      if (st.code() == Code::kUnavailable) reachable.store(false);
+    }
+  };
+  const size_t width = bytes < (1u << 20) ? 1 : std::min(options_.parallel_reads, granted.size());
+  std::vector<std::thread> extra;
+  for (size_t w = 1; w < width; ++w) extra.emplace_back(work);
+  work();
+  for (std::thread& t : extra) t.join();
+  if (!reachable.load()) {
+    for (uint32_t idx : granted) {
+      Item& it = *seg.items[idx];
+      if (!it.attempted) {
+        it.status = NotFound("owner " + peer.node + " is unreachable");
+        miss_read_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+  return reachable.load();
+}
+
+Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
+                              const GrantAnswer& ans) {
+  const std::string name_space = item.loc.name_space;
+  const Caller caller(kFetchSession, 0, name_space);
+  Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
+  if (!g.ok()) {
+    if (g.status().code() == Code::kDuplicated) {
+      item.status = Status::Ok();  // stored here meanwhile
+      return Status::Ok();
+    }
+    miss_local_space_.fetch_add(1, std::memory_order_relaxed);
+    item.status = NotFound("no room for it here: " + g.status().message());
+    return Status::Ok();
+  }
+  peer.inflight_bytes.fetch_add(ans.size);
+  const Status st =
+      transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, 0, ans.size}, g->data);
+  peer.inflight_bytes.fetch_sub(ans.size);
+  if (!st.ok()) {
+    (void)store_->Abort(caller, g->alloc_id);
+    miss_read_.fetch_add(1, std::memory_order_relaxed);
+    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
+    return st;
+  }
+  if (Status c = store_->Commit(caller, g->alloc_id); !c.ok()) {
+    item.status = NotFound("fetched, but not stored here: " + c.message());
+    return Status::Ok();
+  }
+  objects_.fetch_add(1, std::memory_order_relaxed);
+  bytes_.fetch_add(ans.size, std::memory_order_relaxed);
+  item.status = Status::Ok();
+  return Status::Ok();
+}
+
+TransferStats RemoteFetcher::Stats() const {
+  TransferStats s;
+  s.fetches = fetches_.load();
+  s.objects = objects_.load();
+  s.bytes = bytes_.load();
+  s.miss_not_indexed = miss_not_indexed_.load();
+  s.miss_refused = miss_refused_.load();
+  s.miss_budget = miss_budget_.load();
+  s.miss_read = miss_read_.load();
+  s.miss_local_space = miss_local_space_.load();
+  s.miss_slots = miss_slots_.load();
+  s.authorizations = authorizations_.load();
+  s.authorize_failures = authorize_failures_.load();
+  s.releases = releases_.load();
+  s.release_failures = release_failures_.load();
+  s.lookahead_discarded = lookahead_discarded_.load();
+  s.lookahead_retries = lookahead_retries_.load();
+  s.shared_flights = shared_flights_.load();
+  {
+    std::lock_guard lock(slots_mu_);
+    s.grants_awaiting_release = slots_used_;
+  }
+  return s;
+}
+
+}  // namespace tierkv

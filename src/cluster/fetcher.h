@@ -1,0 +1,132 @@
+// RemoteFetcher: the requester's read path (docs/cluster.md, "Remote reads").
+//
+// A get that misses locally asks the fetcher for the keys. For each key the
+// global index names the owners; the route prefers an owner holding the value
+// in DRAM over one with it on SSD, then the owner with the fewest bytes in
+// flight from this manager. Keys are grouped by owner into a fetch plan cut in
+// segments (segment_items values, segment_bytes bytes at most); for each
+// segment the owner is asked to authorize the exact values (key and
+// generation) under a fresh ticket; its grant's items are then READ over the
+// data channel straight into local allocations (made one item at a time, as
+// they are consumed), their checksums verified, and committed: the value is
+// an ordinary local object from then on, announced and advertised. Then the
+// grant is released.
+//
+// Lookahead: while a segment's READs run, the next segment of the plan is
+// authorized (one READ stage and one authorization per plan at most). A failed
+// READ stage discards the grant already obtained for the next one; an
+// authorization that failed while speculative is retried once when its turn
+// comes. A key refused by the owner (gone, another generation, the owner's
+// budget spent) or lost with its owner is a bounded miss: NOT_FOUND naming the
+// reason, and a counter. Every call is bounded by the authorization and
+// data-channel deadlines; nothing waits without one.
+//
+// Grants awaiting release are bounded: per owner per_source_grants and in all
+// global_grants; a fetch that cannot get a slot in time misses. A release that
+// fails is counted and left to the owner's deadline. Two fetches of one key
+// at once share one transfer (the second waits for the first).
+//
+// Thread-safety: thread-safe; every call blocks only its caller.
+#ifndef TIERKV_CLUSTER_FETCHER_H_
+#define TIERKV_CLUSTER_FETCHER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster/global_index.h"
+#include "cluster/grants.h"
+#include "cluster/ha_state.h"
+#include "store/store.h"
+#include "transfer/transport.h"
+
+namespace tierkv {
+
+struct FetcherOptions {
+  std::string node_id;
+  std::string runtime_uuid;
+  int64_t authorize_timeout_ms = 5000;  // the owner's budget wait (3 s) fits inside
+  int64_t release_timeout_ms = 2000;
+  size_t segment_items = 64;
+  uint64_t segment_bytes = 64ull << 20;
+  size_t per_source_grants = 64;
+  size_t global_grants = 1024;
+  size_t parallel_reads = 4;  // READs of one segment at once (data connections per peer)
+  bool lookahead = true;
+};
+
+// Session id the fetcher's local allocations are made under (never a client's).
+inline constexpr uint64_t kFetchSession = ~uint64_t{0} - 1;
+
+class RemoteFetcher {
+ public:
+  // None owned; all must outlive the fetcher.
+  RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
+                transfer::DataTransport* transport);
+  ~RemoteFetcher();
+
+  // The live members (their peer and data endpoints). Never blocks for long.
+  void SetMembers(const std::vector<MemberView>& members);
+
+  // Brings the keys of `tenant` held by other managers into the local store.
+  // One status per key, in order: OK when the key is now local (fetched, or
+  // stored locally meanwhile), NOT_FOUND with the reason otherwise (not in the
+  // index, refused by its owner, the owner lost, no local space, ...).
+  std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys);
+
+  TransferStats Stats() const;
+
+ private:
+  struct Peer;
+  struct Item;
+  struct Segment;
+  struct Authorized;
+  struct Flight;
+
+  std::shared_ptr<Peer> PeerOf(const std::string& node) const;
+  // Runs one owner's plan; fills the items' statuses.
+  void RunPlan(Peer& peer, std::vector<Item*>& items);
+  Authorized Authorize(Peer& peer, Segment& seg);
+  void Release(Peer& peer, uint64_t ticket);
+  // READs the granted items of `seg`; false when the owner is unreachable.
+  bool ReadSegment(Peer& peer, Segment& seg, const Authorized& auth);
+  // Allocates, READs, verifies and commits one granted item; the READ's
+  // error (UNAVAILABLE: the owner is unreachable), else OK.
+  Status ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
+                 const GrantAnswer& answer);
+  bool AcquireSlot(Peer& peer);
+  void ReleaseSlot(Peer& peer);
+
+  const FetcherOptions options_;
+  Store* const store_;
+  const GlobalIndex* const index_;
+  transfer::DataTransport* const transport_;
+
+  mutable std::mutex peers_mu_;
+  std::map<std::string, std::shared_ptr<Peer>> peers_;  // node id -> live member
+
+  mutable std::mutex slots_mu_;
+  std::condition_variable slots_cv_;
+  size_t slots_used_ = 0;  // grants awaiting release, all owners
+
+  std::mutex flights_mu_;
+  std::condition_variable flights_cv_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // "tenant\0key"
+
+  std::atomic<uint64_t> fetches_{0}, objects_{0}, bytes_{0}, miss_not_indexed_{0}, miss_refused_{0},
+      miss_budget_{0}, miss_read_{0}, miss_local_space_{0}, miss_slots_{0}, authorizations_{0},
+      authorize_failures_{0}, releases_{0}, release_failures_{0}, lookahead_discarded_{0},
+      lookahead_retries_{0}, shared_flights_{0};
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_FETCHER_H_

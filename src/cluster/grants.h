@@ -1,0 +1,147 @@
+// GrantTable: the owner's source grants (docs/cluster.md, "Remote reads").
+//
+// A requester that found keys of this manager in its global index asks to
+// authorize the exact values it planned from (key and generation) under a
+// ticket of its own choosing. Each value is pinned in the store (an SSD-only
+// value is rewarmed first; a value at another generation, or gone, is refused
+// NOT_FOUND, so a stale index entry never lends memory that was reused) and its
+// whole allocation is charged against --transfer-budget, once per grant however
+// many of its items share it. The data channel then serves READs of the grant's
+// items (GrantSource); Release, the grant's deadline or its requester leaving
+// the cluster ends it. Memory stays pinned until the last READ that was
+// already sending from it has finished.
+//
+// Limits: at most max_sessions grants are live at once (active, or awaiting
+// release until their deadline), at most max_items items per grant. When the
+// budget refuses an item while the same requester still holds other grants
+// (releases in progress), the authorization waits up to budget_wait_ms for one
+// of them to end, then tries the refused items once more.
+//
+// Thread-safety: thread-safe. Grants hold pins of `store`; the table must be
+// destroyed before it, and after the data channel that reads through it.
+#ifndef TIERKV_CLUSTER_GRANTS_H_
+#define TIERKV_CLUSTER_GRANTS_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "store/store.h"
+#include "transfer/transport.h"
+
+namespace tierkv {
+
+struct GrantOptions {
+  std::string runtime_uuid;          // this owner's; requests naming another are refused
+  uint64_t budget_bytes = 0;         // --transfer-budget (0: nothing can be granted)
+  int64_t grant_timeout_ms = 30000;  // a grant not released by then is released by the owner
+  size_t max_sessions = 1024;
+  size_t max_items = 4096;
+  int64_t budget_wait_ms = 3000;
+  std::function<bool()> admitting;  // grants are given only while this says yes (null: always)
+};
+
+struct GrantRequestItem {
+  std::string tenant;
+  std::string key;
+  uint64_t generation = 0;
+};
+
+struct GrantAnswer {
+  Status status;  // OK: granted
+  uint64_t size = 0;
+  uint64_t generation = 0;
+};
+
+struct GrantStats {
+  uint64_t sessions = 0;        // live grants now
+  uint64_t reserved_bytes = 0;  // charged against the budget now
+  uint64_t budget_bytes = 0;
+  uint64_t authorizations = 0;  // grants given
+  uint64_t items_granted = 0;
+  uint64_t refused_stale = 0;     // items gone or at another generation
+  uint64_t refused_budget = 0;    // items over the transfer budget
+  uint64_t refused_sessions = 0;  // authorizations over max_sessions
+  uint64_t refused_other = 0;     // authorizations refused whole (fenced, wrong owner, bad input)
+  uint64_t budget_waits = 0;      // authorizations that waited for the requester's releases
+  uint64_t released = 0;          // by the requester
+  uint64_t expired = 0;           // by the deadline
+  uint64_t departed = 0;          // because the requester left the cluster
+};
+
+class GrantTable final : public transfer::GrantSource {
+ public:
+  // `store` is not owned; `clock` null means the real clock.
+  GrantTable(GrantOptions options, Store* store, Clock* clock = nullptr);
+  ~GrantTable() override;
+
+  // Starts / stops the thread that releases grants past their deadline
+  // (tests call ExpireDue themselves).
+  void Start();
+  void Stop();
+
+  // Authorizes `items` under `ticket` for requester `uuid` (of member `node`);
+  // one answer per item, in order. Errors for the whole call: UNAVAILABLE
+  // (this manager is fenced or stopping), NOT_FOUND (`expect_owner_uuid` is
+  // not this runtime: the requester's entry names an older incarnation),
+  // NO_SPACE (max_sessions grants are live), INVALID_ARGUMENT (ticket 0 or
+  // already live, no items, more than max_items, an invalid key).
+  Result<std::vector<GrantAnswer>> Authorize(const std::string& node, const std::string& uuid,
+                                             const std::string& expect_owner_uuid, uint64_t ticket,
+                                             std::span<const GrantRequestItem> items);
+  // Ends `uuid`'s grant `ticket`; false when there is none (already released,
+  // expired, or never given).
+  bool Release(const std::string& uuid, uint64_t ticket);
+  // Ends the grants of requesters whose runtime UUID is not in `live` (they
+  // left the cluster). Returns how many.
+  size_t ReleaseDeparted(const std::set<std::string>& live);
+  // Ends the grants past their deadline. Returns how many.
+  size_t ExpireDue();
+
+  // GrantSource (the data channel).
+  Result<transfer::GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) override;
+
+  GrantStats Stats() const;
+  uint64_t grant_timeout_ms() const { return options_.grant_timeout_ms; }
+
+ private:
+  struct Grant;
+  // Pins what it can of `items` into `grant`, filling `answers`; true when some
+  // item was refused for the budget.
+  bool PinItems(Grant& grant, std::span<const GrantRequestItem> items,
+                std::vector<GrantAnswer>& answers, bool retry);
+  void Ended(const std::string& uuid, uint64_t charged);  // a Grant's destructor
+  void ReaperLoop();
+
+  const GrantOptions options_;
+  Store* const store_;
+  Clock* const clock_;
+  std::atomic<uint64_t> reserved_{0};
+  std::atomic<uint64_t> next_pin_owner_;
+
+  mutable std::mutex mu_;
+  std::condition_variable ended_cv_;                           // a grant ended
+  std::unordered_map<uint64_t, std::shared_ptr<Grant>> live_;  // ticket -> grant
+  std::unordered_map<std::string, size_t> open_by_requester_;  // grants not yet destroyed
+  bool stopping_ = false;
+  std::condition_variable reaper_cv_;
+  std::thread reaper_;
+
+  std::atomic<uint64_t> authorizations_{0}, items_granted_{0}, refused_stale_{0},
+      refused_budget_{0}, refused_sessions_{0}, refused_other_{0}, budget_waits_{0}, released_{0},
+      expired_{0}, departed_{0};
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_GRANTS_H_

@@ -1,0 +1,28 @@
+// Helpers of the peer gRPC plane, for the cluster box's .cc files only (it
+// includes gRPC): the channel a manager opens to a peer, and the mapping
+// between tierkv statuses and gRPC statuses on that plane.
+#ifndef TIERKV_CLUSTER_PEER_RPC_H_
+#define TIERKV_CLUSTER_PEER_RPC_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "tierkv/status.h"
+
+namespace tierkv {
+
+// A channel to a peer's --addr (its advertised endpoint).
+std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint);
+
+// NOT_FOUND, INVALID_ARGUMENT, NO_SPACE (RESOURCE_EXHAUSTED) and UNAVAILABLE
+// keep their meaning; every other failure is INTERNAL.
+grpc::Status ToGrpc(const Status& st);
+// The reverse; a failure without an answer (UNAVAILABLE, DEADLINE_EXCEEDED,
+// CANCELLED, ...) is UNAVAILABLE.
+Status FromGrpc(const grpc::Status& st);
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_PEER_RPC_H_

@@ -1,0 +1,29 @@
+// asio helpers shared by the data channel's two sides (transfer box only).
+#ifndef TIERKV_TRANSFER_ASIO_UTIL_H_
+#define TIERKV_TRANSFER_ASIO_UTIL_H_
+
+#include <asio.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "tierkv/status.h"
+
+namespace tierkv::transfer {
+
+// Completion token: co_await yields a tuple (error_code first), never throws.
+inline constexpr auto kAwaitTuple = asio::experimental::as_tuple(asio::use_awaitable);
+
+// "HOST:PORT" (HOST a name or an address; "[v6]:PORT" too) resolved to one
+// TCP endpoint. INVALID_ARGUMENT / UNAVAILABLE (cannot resolve).
+Result<asio::ip::tcp::endpoint> ResolveEndpoint(asio::io_context& io, const std::string& hostport);
+
+// How long moving `bytes` may take: the base timeout plus one second per 64 MiB.
+inline std::chrono::milliseconds IoBudget(int64_t base_ms, uint64_t bytes) {
+  return std::chrono::milliseconds(base_ms + static_cast<int64_t>(bytes >> 26) * 1000);
+}
+
+}  // namespace tierkv::transfer
+
+#endif  // TIERKV_TRANSFER_ASIO_UTIL_H_

@@ -1,0 +1,166 @@
+#include "transfer/data_server.h"
+
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <array>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <atomic>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "transfer/asio_util.h"
+
+namespace tierkv::transfer {
+
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+struct DataServer::Impl {
+  Impl(DataServerOptions o, GrantSource* s) : options(std::move(o)), source(s) {}
+
+  asio::awaitable<void> Accept();
+  asio::awaitable<void> Serve(tcp::socket sock);
+  // Sends an error reply; false when the connection is gone.
+  asio::awaitable<bool> Refuse(tcp::socket& sock, asio::steady_timer& timer, const Status& st);
+
+  const DataServerOptions options;
+  GrantSource* const source;
+  // Both go in Stop: destroying the context destroys the coroutines of the
+  // connections still open, and with them the grant holds they had.
+  std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>();
+  std::unique_ptr<tcp::acceptor> acceptor = std::make_unique<tcp::acceptor>(*io);
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  int port = 0;
+  std::atomic<uint64_t> connections{0}, connections_total{0}, refused{0}, reads{0}, refusals{0},
+      bytes_out{0};
+};
+
+asio::awaitable<void> DataServer::Impl::Accept() {
+  for (;;) {
+    auto [ec, sock] = co_await acceptor->async_accept(kAwaitTuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
+      continue;  // a failed accept (EMFILE, a reset peer) ends nothing else
+    }
+    if (connections.load() >= options.max_connections) {
+      refused.fetch_add(1);
+      asio::error_code ignored;
+      sock.close(ignored);
+      continue;
+    }
+    connections.fetch_add(1);
+    connections_total.fetch_add(1);
+    asio::co_spawn(*io, Serve(std::move(sock)),
+                   [this](std::exception_ptr) { connections.fetch_sub(1); });
+  }
+}
+
+asio::awaitable<bool> DataServer::Impl::Refuse(tcp::socket& sock, asio::steady_timer& timer,
+                                               const Status& st) {
+  refusals.fetch_add(1);
+  std::string text = st.message().substr(0, kMaxErrorBytes);
+  std::array<uint8_t, kResponseBytes> head{};
+  EncodeResponse({static_cast<uint32_t>(st.code()), text.size()}, head.data());
+  const std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(text)};
+  timer.expires_after(std::chrono::milliseconds(options.io_timeout_ms));
+  auto r = co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
+  co_return r.index() == 0 && !std::get<0>(std::get<0>(r));
+}
+
+asio::awaitable<void> DataServer::Impl::Serve(tcp::socket sock) {
+  asio::error_code ignored;
+  sock.set_option(tcp::no_delay(true), ignored);
+  asio::steady_timer timer(sock.get_executor());
+  std::array<uint8_t, kRequestBytes> in{};
+  std::array<uint8_t, kResponseBytes> head{};
+  std::array<uint8_t, kTrailerBytes> trailer{};
+  for (;;) {
+    timer.expires_after(std::chrono::milliseconds(options.idle_timeout_ms));
+    auto got = co_await (asio::async_read(sock, asio::buffer(in), kAwaitTuple) ||
+                         timer.async_wait(kAwaitTuple));
+    if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return;  // idle, closed or broken
+    ReadRequest req;
+    if (Status st = DecodeRequest(in.data(), &req); !st.ok()) {
+      (void)co_await Refuse(sock, timer, st);
+      co_return;  // the byte stream cannot be trusted any more
+    }
+    Result<GrantSpan> span = source->Open(req.ticket, req.item, req.generation);
+    if (!span.ok()) {
+      if (!co_await Refuse(sock, timer, span.status())) co_return;
+      continue;
+    }
+    if (req.offset > span->size || req.length > span->size - req.offset) {
+      const Status st =
+          InvalidArgument("range " + std::to_string(req.offset) + "+" + std::to_string(req.length) +
+                          " is outside the item's " + std::to_string(span->size) + " bytes");
+      if (!co_await Refuse(sock, timer, st)) co_return;
+      continue;
+    }
+    const uint8_t* data = span->data + req.offset;
+    EncodeResponse({0, req.length}, head.data());
+    PutU64(XXH3_64bits(data, req.length), trailer.data());
+    const std::array<asio::const_buffer, 3> bufs{asio::buffer(head), asio::buffer(data, req.length),
+                                                 asio::buffer(trailer)};
+    timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
+    auto sent =
+        co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
+    if (sent.index() != 0 || std::get<0>(std::get<0>(sent))) co_return;
+    reads.fetch_add(1, std::memory_order_relaxed);
+    bytes_out.fetch_add(req.length, std::memory_order_relaxed);
+  }
+}
+
+DataServer::DataServer(DataServerOptions options, GrantSource* source)
+    : impl_(std::make_unique<Impl>(std::move(options), source)) {}
+
+DataServer::~DataServer() { Stop(); }
+
+Status DataServer::Start() {
+  if (!impl_->io) return Status(Code::kInternal, "the data channel cannot be restarted");
+  Result<tcp::endpoint> ep = ResolveEndpoint(*impl_->io, impl_->options.listen);
+  if (!ep.ok()) return InvalidArgument("--data-addr: " + ep.status().message());
+  asio::error_code ec;
+  impl_->acceptor->open(ep->protocol(), ec);
+  if (!ec) impl_->acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl_->acceptor->bind(*ep, ec);
+  if (!ec) impl_->acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status(Code::kUnavailable,
+                  "cannot listen on --data-addr " + impl_->options.listen + ": " + ec.message());
+  }
+  impl_->port = impl_->acceptor->local_endpoint().port();
+  impl_->work.emplace(impl_->io->get_executor());
+  asio::co_spawn(*impl_->io, impl_->Accept(), asio::detached);
+  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
+    impl_->threads.emplace_back([this] { impl_->io->run(); });
+  }
+  return Status::Ok();
+}
+
+void DataServer::Stop() {
+  if (!impl_->io) return;
+  impl_->work.reset();
+  impl_->io->stop();
+  for (std::thread& t : impl_->threads) t.join();
+  impl_->threads.clear();
+  impl_->acceptor.reset();
+  impl_->io.reset();
+}
+
+int DataServer::port() const { return impl_->port; }
+
+DataServerStats DataServer::Stats() const {
+  DataServerStats s;
+  s.connections = impl_->connections.load();
+  s.connections_total = impl_->connections_total.load();
+  s.refused = impl_->refused.load();
+  s.reads = impl_->reads.load();
+  s.refusals = impl_->refusals.load();
+  s.bytes_out = impl_->bytes_out.load();
+  return s;
+}
+
+}  // namespace tierkv::transfer

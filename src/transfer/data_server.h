@@ -1,0 +1,67 @@
+// DataServer: the owner's data channel listener (--data-addr).
+//
+// Serves READ requests (data_frame.h) against a GrantSource: each request is
+// checked against its grant (ticket, item, generation, byte range), then the
+// bytes are written to the socket straight from the pinned pool memory, with
+// their xxh3-64 after them. Nothing is copied on this side.
+//
+// asio, one io_context run by a few threads; each connection is a coroutine
+// that serves its requests one after another. A connection idle for
+// idle_timeout_ms, or a write that does not finish within io_timeout_ms plus
+// one second per 64 MiB, is closed (the grant's hold is dropped with it). At
+// most max_connections are open; more are closed at accept (counted).
+//
+// Thread-safety: Start/Stop from one thread; Stats from any.
+#ifndef TIERKV_TRANSFER_DATA_SERVER_H_
+#define TIERKV_TRANSFER_DATA_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tierkv/status.h"
+#include "transfer/transport.h"
+
+namespace tierkv::transfer {
+
+struct DataServerOptions {
+  std::string listen;  // HOST:PORT; port 0 picks one
+  int threads = 2;
+  size_t max_connections = 256;
+  int64_t idle_timeout_ms = 300000;
+  int64_t io_timeout_ms = 10000;
+};
+
+struct DataServerStats {
+  uint64_t connections = 0;        // open now
+  uint64_t connections_total = 0;  // accepted
+  uint64_t refused = 0;            // closed at accept: over max_connections
+  uint64_t reads = 0;              // READs answered with bytes
+  uint64_t refusals = 0;           // READs answered with an error
+  uint64_t bytes_out = 0;          // object bytes sent
+};
+
+class DataServer {
+ public:
+  // `source` is not owned and must outlive the server.
+  DataServer(DataServerOptions options, GrantSource* source);
+  ~DataServer();
+  DataServer(const DataServer&) = delete;
+  DataServer& operator=(const DataServer&) = delete;
+
+  // Binds and starts serving. Errors: INVALID_ARGUMENT (bad address),
+  // UNAVAILABLE (cannot bind; the message names the address).
+  Status Start();
+  // Closes the listener and every connection, and joins the threads. Idempotent.
+  void Stop();
+  int port() const;
+  DataServerStats Stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tierkv::transfer
+
+#endif  // TIERKV_TRANSFER_DATA_SERVER_H_

@@ -1,0 +1,166 @@
+#include "transfer/tcp_transport.h"
+
+#include <xxhash.h>
+
+#include <array>
+#include <optional>
+
+#include "transfer/asio_util.h"
+
+namespace tierkv::transfer {
+
+using asio::ip::tcp;
+
+struct TcpTransport::Conn {
+  asio::io_context io;
+  tcp::socket sock{io};
+};
+
+namespace {
+
+Status Lost(const std::string& endpoint, const std::string& what) {
+  return Status(Code::kUnavailable, "data channel to " + endpoint + ": " + what);
+}
+
+// Runs `op` (a coroutine on conn.io) to its end or until `budget` passes, in
+// which case the socket is closed and the call fails.
+Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::milliseconds budget,
+                  asio::awaitable<Status> op, const std::string& endpoint) {
+  std::optional<Status> result;
+  io.restart();
+  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, Status st) {
+    result = e ? Lost(endpoint, "internal error") : std::move(st);
+  });
+  io.run_for(budget);
+  if (!result) {
+    asio::error_code ignored;
+    sock.close(ignored);
+    io.restart();
+    io.run();  // the aborted operations finish
+    return Lost(endpoint, "timed out");
+  }
+  return *result;
+}
+
+// *in_step: the connection may carry another request (an answer, or a
+// refusal read to its end).
+asio::awaitable<Status> ReadOnce(tcp::socket& sock, ReadRequest req, uint8_t* dest,
+                                 std::string endpoint, bool* in_step) {
+  std::array<uint8_t, kRequestBytes> out{};
+  EncodeRequest(req, out.data());
+  auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(out), kAwaitTuple);
+  if (wec) co_return Lost(endpoint, wec.message());
+  std::array<uint8_t, kResponseBytes> in{};
+  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kAwaitTuple);
+  if (hec) co_return Lost(endpoint, hec.message());
+  ResponseHead head;
+  if (Status st = DecodeResponse(in.data(), &head); !st.ok()) co_return st;
+  if (head.code != 0) {
+    std::string text(head.length, '\0');
+    auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(text), kAwaitTuple);
+    if (tec) co_return Lost(endpoint, tec.message());
+    *in_step = true;
+    co_return Status(static_cast<Code>(head.code), "owner refused the read: " + text);
+  }
+  if (head.length != req.length) {
+    co_return Status(Code::kProtocolError, "data channel: " + std::to_string(head.length) +
+                                               " bytes announced, " + std::to_string(req.length) +
+                                               " asked");
+  }
+  std::array<uint8_t, kTrailerBytes> trailer{};
+  const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
+                                                 asio::buffer(trailer)};
+  auto [bec, bn] = co_await asio::async_read(sock, bufs, kAwaitTuple);
+  if (bec) co_return Lost(endpoint, bec.message());
+  if (XXH3_64bits(dest, req.length) != GetU64(trailer.data())) {
+    co_return Status(Code::kIoError, "data channel: checksum mismatch on bytes from " + endpoint);
+  }
+  *in_step = true;
+  co_return Status::Ok();
+}
+
+asio::awaitable<Status> ConnectOnce(tcp::socket& sock, tcp::endpoint ep, std::string endpoint) {
+  auto [ec] = co_await sock.async_connect(ep, kAwaitTuple);
+  if (ec) co_return Lost(endpoint, "cannot connect: " + ec.message());
+  asio::error_code ignored;
+  sock.set_option(tcp::no_delay(true), ignored);
+  co_return Status::Ok();
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(TcpTransportOptions options)
+    : options_([&] {
+        if (options.connections_per_peer == 0) options.connections_per_peer = 1;
+        return options;
+      }()) {}
+
+TcpTransport::~TcpTransport() = default;
+
+Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(const std::string& endpoint) {
+  {
+    std::unique_lock lock(mu_);
+    // Looked up again after each wake: Forget may have dropped the pool.
+    const bool ready = cv_.wait_for(lock, std::chrono::milliseconds(options_.io_timeout_ms), [&] {
+      const Pool& p = pools_[endpoint];
+      return !p.idle.empty() || p.open < options_.connections_per_peer;
+    });
+    if (!ready) return Lost(endpoint, "no connection free in time");
+    Pool& pool = pools_[endpoint];
+    if (!pool.idle.empty()) {
+      std::unique_ptr<Conn> c = std::move(pool.idle.back());
+      pool.idle.pop_back();
+      return c;
+    }
+    ++pool.open;  // reserved; opened below without the lock
+  }
+  auto conn = std::make_unique<Conn>();
+  Result<tcp::endpoint> ep = ResolveEndpoint(conn->io, endpoint);
+  Status st = ep.status();
+  if (st.ok()) {
+    st = RunBounded(conn->io, conn->sock, std::chrono::milliseconds(options_.connect_timeout_ms),
+                    ConnectOnce(conn->sock, *ep, endpoint), endpoint);
+  }
+  if (!st.ok()) {
+    Return(endpoint, std::move(conn), false);
+    return st;
+  }
+  return conn;
+}
+
+void TcpTransport::Return(const std::string& endpoint, std::unique_ptr<Conn> conn, bool reusable) {
+  std::lock_guard lock(mu_);
+  auto it = pools_.find(endpoint);
+  if (it == pools_.end()) return;  // forgotten meanwhile: the connection just closes
+  if (reusable) {
+    it->second.idle.push_back(std::move(conn));
+  } else if (it->second.open > 0) {
+    --it->second.open;
+  }
+  cv_.notify_all();
+}
+
+Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) {
+  Result<std::unique_ptr<Conn>> conn = Acquire(endpoint);
+  if (!conn.ok()) return conn.status();
+  Conn& c = **conn;
+  bool in_step = false;
+  Status st = RunBounded(c.io, c.sock, IoBudget(options_.io_timeout_ms, req.length),
+                         ReadOnce(c.sock, req, dest, endpoint, &in_step), endpoint);
+  Return(endpoint, std::move(*conn), in_step);
+  return st;
+}
+
+void TcpTransport::Forget(const std::string& endpoint) {
+  std::vector<std::unique_ptr<Conn>> closing;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pools_.find(endpoint);
+    if (it == pools_.end()) return;
+    closing = std::move(it->second.idle);
+    pools_.erase(it);
+    cv_.notify_all();
+  }
+}
+
+}  // namespace tierkv::transfer

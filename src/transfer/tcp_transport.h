@@ -1,0 +1,58 @@
+// TcpTransport: the requester side of the TCP data channel.
+//
+// Keeps up to connections_per_peer connections to each owner's data endpoint
+// (reads of a batch run on several at once); a READ takes an idle one, or
+// opens one, or waits for one. The reply's bytes are read straight into the
+// caller's destination (no copy on this side) and checked against the xxh3-64
+// that follows them. A connection that failed or timed out is closed, never
+// reused. Each call runs its connection's own io_context on the calling
+// thread, so a READ is bounded by io_timeout_ms plus one second per 64 MiB.
+//
+// Thread-safety: thread-safe.
+#ifndef TIERKV_TRANSFER_TCP_TRANSPORT_H_
+#define TIERKV_TRANSFER_TCP_TRANSPORT_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transfer/transport.h"
+
+namespace tierkv::transfer {
+
+struct TcpTransportOptions {
+  size_t connections_per_peer = 4;
+  int64_t connect_timeout_ms = 3000;
+  int64_t io_timeout_ms = 10000;
+};
+
+class TcpTransport final : public DataTransport {
+ public:
+  explicit TcpTransport(TcpTransportOptions options);
+  ~TcpTransport() override;
+
+  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) override;
+  void Forget(const std::string& endpoint) override;
+
+ private:
+  struct Conn;
+  struct Pool {
+    std::vector<std::unique_ptr<Conn>> idle;
+    size_t open = 0;  // idle + in use
+  };
+  Result<std::unique_ptr<Conn>> Acquire(const std::string& endpoint);
+  void Return(const std::string& endpoint, std::unique_ptr<Conn> conn, bool reusable);
+
+  const TcpTransportOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Pool> pools_;
+};
+
+}  // namespace tierkv::transfer
+
+#endif  // TIERKV_TRANSFER_TCP_TRANSPORT_H_

@@ -1,0 +1,53 @@
+// The data channel seen by the read path: the requester's DataTransport and
+// the owner's GrantSource. The TCP implementation (tcp_transport.h,
+// data_server.h) is one; an RDMA-capable transport can implement the same two
+// interfaces without touching the read path (cluster/fetcher.h) or the grants
+// (cluster/grants.h).
+#ifndef TIERKV_TRANSFER_TRANSPORT_H_
+#define TIERKV_TRANSFER_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tierkv/status.h"
+#include "transfer/data_frame.h"
+
+namespace tierkv::transfer {
+
+// Requester side.
+class DataTransport {
+ public:
+  virtual ~DataTransport() = default;
+  // Reads req.length bytes of a granted item from the owner at `endpoint`
+  // ("HOST:PORT") straight into `dest`, and verifies their checksum. On any
+  // error `dest` may hold part of the bytes and must not be used. Errors: the
+  // owner's refusal (its status code and text: NOT_FOUND for an unknown or
+  // released ticket, INVALID_ARGUMENT for a range outside the item, ...),
+  // UNAVAILABLE (cannot connect, connection lost, timed out), IO_ERROR
+  // (checksum mismatch), PROTOCOL_ERROR (an unusable reply). Thread-safe:
+  // concurrent reads use separate connections.
+  virtual Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) = 0;
+  // Closes the idle connections to `endpoint` (its member left).
+  virtual void Forget(const std::string& endpoint) = 0;
+};
+
+// What a READ may send: `size` bytes at `data`, valid while `hold` is held.
+struct GrantSpan {
+  std::shared_ptr<const void> hold;
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+// Owner side: resolves a READ against the grants. Thread-safe.
+class GrantSource {
+ public:
+  virtual ~GrantSource() = default;
+  // Errors: NOT_FOUND (no such live grant or item, or the item was refused),
+  // INVALID_ARGUMENT (generation differs from the grant's).
+  virtual Result<GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) = 0;
+};
+
+}  // namespace tierkv::transfer
+
+#endif  // TIERKV_TRANSFER_TRANSPORT_H_

@@ -1,0 +1,333 @@
+// Remote reads through source grants and the data channel, with real etcd and
+// real managers: mixed sizes verified byte for byte, a batch over three
+// owners, a stale index entry, the owner's transfer budget, and the owner
+// killed in the middle of the READs.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "cluster_util.h"
+#include "peer.grpc.pb.h"
+
+namespace tierkv {
+namespace {
+
+using namespace cluster_test;
+using testing::ScrapeMetric;
+using testing::WaitFor;
+
+// A value that depends on its key and size: every byte is checked.
+std::string ValueFor(const std::string& key, size_t size) {
+  std::string v(size, '\0');
+  std::mt19937_64 rng(std::hash<std::string>{}(key) ^ size);
+  for (size_t i = 0; i < size; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, size - i));
+  }
+  return v;
+}
+
+void PutAll(const ManagerProcess& m, const std::vector<std::pair<std::string, size_t>>& objs) {
+  auto c = Client::Connect(m.uds());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (const auto& [key, size] : objs) {
+    ASSERT_TRUE((*c)->Put(key, ValueFor(key, size)).ok()) << key;
+  }
+}
+
+int64_t Entries(const ManagerProcess& m) {
+  Json j = GetJson(m, "/cache/metadata");
+  return j.is_object() ? j["index"]["entries"].get<int64_t>() : -1;
+}
+
+bool SeesAll(const ManagerProcess& m, int64_t n) {
+  return WaitFor([&] { return Entries(m) == n; }, 20000);
+}
+
+// The owner's grants are all gone and nothing stays reserved.
+bool GrantsDrained(const ManagerProcess& owner) {
+  return WaitFor([&] {
+    return ScrapeMetric(owner, "tierkv_grants_live") == 0 &&
+           ScrapeMetric(owner, "tierkv_grants_reserved_bytes") == 0;
+  });
+}
+
+TEST(RemoteRead, TwoHundredSixtyObjectsOfMixedSizesArriveByteForByte) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "256MiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--dram-size", "256MiB"});
+  std::vector<std::pair<std::string, size_t>> objs;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 260; ++i) {
+    const size_t size = i % 13 == 0  ? (1u << 20) + static_cast<size_t>(rng() % 4096)
+                        : i % 5 == 0 ? 1 + rng() % 7
+                                     : 1 + rng() % (96u << 10);
+    objs.emplace_back("obj" + std::to_string(i), size);
+  }
+  PutAll(*a.proc, objs);
+  ASSERT_TRUE(SeesAll(*b.proc, 260)) << GetJson(*b.proc, "/cache/metadata").dump();
+
+  auto c = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(c.ok());
+  // One by one for the first 10, in batches of 50 for the rest.
+  for (int i = 0; i < 10; ++i) {
+    Result<std::string> got = (*c)->Get(objs[i].first);
+    ASSERT_TRUE(got.ok()) << objs[i].first << ": " << got.status().ToString();
+    EXPECT_EQ(*got, ValueFor(objs[i].first, objs[i].second)) << objs[i].first;
+  }
+  for (size_t at = 10; at < objs.size(); at += 50) {
+    std::vector<std::string_view> keys;
+    for (size_t i = at; i < std::min(objs.size(), at + 50); ++i) keys.push_back(objs[i].first);
+    std::vector<Result<std::string>> got = (*c)->BatchGet(keys);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      const auto& [key, size] = objs[at + j];
+      ASSERT_TRUE(got[j].ok()) << key << ": " << got[j].status().ToString();
+      EXPECT_TRUE(*got[j] == ValueFor(key, size)) << key << " differs";
+    }
+  }
+  // Each is an ordinary local object on b now.
+  LookupOptions local;
+  local.local_only = true;
+  for (const auto& [key, size] : objs) EXPECT_TRUE((*c)->Exist(key, kDefaultTenant, local).ok());
+  EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_fetched_objects_total"), 260);
+  uint64_t total = 0;
+  for (const auto& o : objs) total += o.second;
+  EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_fetched_bytes_total"),
+            static_cast<int64_t>(total));
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_bytes_sent_total"), static_cast<int64_t>(total));
+  EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_release_calls_total{result=\"failed\"}"), 0);
+  EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_grants_awaiting_release"), 0);
+  EXPECT_TRUE(GrantsDrained(*a.proc));
+  // A key nowhere is a plain miss, quickly.
+  EXPECT_EQ((*c)->Get("nowhere").status().code(), Code::kNotFound);
+}
+
+TEST(RemoteRead, ABatchSpanningThreeOwnersAndMissingKeys) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  std::vector<Node> owners;
+  for (const char* id : {"a", "b", "c"}) owners.push_back(StartNode(etcd.endpoints(), cluster, id));
+  Node r = StartNode(etcd.endpoints(), cluster, "r");
+  std::vector<std::string> keys;
+  for (Node& o : owners) {
+    std::vector<std::pair<std::string, size_t>> objs;
+    for (int i = 0; i < 20; ++i) {
+      objs.emplace_back(o.id + "-" + std::to_string(i), 1000 + 7000 * static_cast<size_t>(i));
+    }
+    PutAll(*o.proc, objs);
+  }
+  ASSERT_TRUE(SeesAll(*r.proc, 60));
+  // Interleaved owners, and two keys held by nobody.
+  for (int i = 0; i < 20; ++i) {
+    for (Node& o : owners) keys.push_back(o.id + "-" + std::to_string(i));
+  }
+  keys.insert(keys.begin() + 7, "missing-1");
+  keys.push_back("missing-2");
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  auto c = Client::Connect(r.proc->uds());
+  ASSERT_TRUE(c.ok());
+  std::vector<Result<std::string>> got = (*c)->BatchGet(views);
+  ASSERT_EQ(got.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].rfind("missing", 0) == 0) {
+      EXPECT_EQ(got[i].status().code(), Code::kNotFound) << keys[i];
+      continue;
+    }
+    ASSERT_TRUE(got[i].ok()) << keys[i] << ": " << got[i].status().ToString();
+    const size_t n = 1000 + 7000 * std::stoul(keys[i].substr(2));
+    EXPECT_TRUE(*got[i] == ValueFor(keys[i], n)) << keys[i];
+  }
+  EXPECT_EQ(ScrapeMetric(*r.proc, "tierkv_remote_fetched_objects_total"), 60);
+  for (Node& o : owners) {
+    EXPECT_EQ(ScrapeMetric(*o.proc, "tierkv_data_reads_total{result=\"sent\"}"), 20) << o.id;
+    EXPECT_TRUE(GrantsDrained(*o.proc)) << o.id;
+  }
+}
+
+// The peer API as a foreign requester sees it.
+struct PeerProbe {
+  explicit PeerProbe(const std::string& addr)
+      : stub(peer::Peer::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()))) {}
+
+  std::string OwnerUuid() {
+    grpc::ClientContext ctx;
+    peer::IdentifyRequest req;
+    peer::IdentifyResponse resp;
+    EXPECT_TRUE(stub->Identify(&ctx, req, &resp).ok());
+    return resp.runtime_uuid();
+  }
+
+  // The generation of `key` in the owner's inventory snapshot (0: absent).
+  uint64_t Generation(const std::string& key) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    peer::InventoryRequest req;
+    req.set_requester_node("probe");
+    req.set_requester_uuid("probe-uuid");
+    req.set_expect_owner_uuid(OwnerUuid());
+    auto reader = stub->Inventory(&ctx, req);
+    peer::InventoryFrame f;
+    uint64_t gen = 0;
+    while (reader->Read(&f) && !f.has_commit()) {
+      for (const auto& rec : f.page().records()) {
+        if (rec.key() == key && rec.medium() == 1) gen = rec.generation();
+      }
+    }
+    ctx.TryCancel();
+    (void)reader->Finish();
+    return gen;
+  }
+
+  grpc::Status Authorize(uint64_t ticket, const std::string& key, uint64_t generation,
+                         peer::AuthorizeResponse* resp, std::string owner_uuid = "") {
+    grpc::ClientContext ctx;
+    peer::AuthorizeRequest req;
+    req.set_requester_node("probe");
+    req.set_requester_uuid("probe-uuid");
+    req.set_expect_owner_uuid(owner_uuid.empty() ? OwnerUuid() : owner_uuid);
+    req.set_ticket(ticket);
+    peer::GrantItem* item = req.add_items();
+    item->set_tenant(std::string(kDefaultTenant));
+    item->set_key(key);
+    item->set_generation(generation);
+    return stub->Authorize(&ctx, req, resp);
+  }
+
+  bool Release(uint64_t ticket) {
+    grpc::ClientContext ctx;
+    peer::ReleaseRequest req;
+    req.set_requester_uuid("probe-uuid");
+    req.set_ticket(ticket);
+    peer::ReleaseResponse resp;
+    EXPECT_TRUE(stub->Release(&ctx, req, &resp).ok());
+    return resp.released();
+  }
+
+  std::unique_ptr<peer::Peer::Stub> stub;
+};
+
+TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  ASSERT_TRUE((*ca)->Put("k", "first value").ok());
+  PeerProbe probe(a.addr);
+  const uint64_t old_gen = probe.Generation("k");
+  ASSERT_NE(old_gen, 0u);
+  ASSERT_TRUE((*ca)->Upsert("k", "second value").ok());
+  const uint64_t new_gen = probe.Generation("k");
+  ASSERT_NE(new_gen, old_gen);
+
+  // The old generation lends nothing; neither does an older incarnation's UUID.
+  peer::AuthorizeResponse resp;
+  ASSERT_TRUE(probe.Authorize(11, "k", old_gen, &resp).ok());
+  ASSERT_EQ(resp.items_size(), 1);
+  EXPECT_EQ(resp.items(0).code(), static_cast<uint32_t>(Code::kNotFound));
+  EXPECT_NE(resp.items(0).message().find("another value"), std::string::npos);
+  EXPECT_FALSE(probe.Release(11));  // nothing was granted, nothing kept
+  peer::AuthorizeResponse wrong;
+  EXPECT_EQ(probe.Authorize(12, "k", new_gen, &wrong, "an-old-incarnation").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  peer::AuthorizeResponse fresh;
+  ASSERT_TRUE(probe.Authorize(13, "k", new_gen, &fresh).ok());
+  EXPECT_EQ(fresh.items(0).code(), 0u);
+  EXPECT_EQ(fresh.items(0).size(), std::string("second value").size());
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_live"), 1);
+  EXPECT_TRUE(probe.Release(13));
+  EXPECT_FALSE(probe.Release(13));  // idempotent
+  EXPECT_TRUE(GrantsDrained(*a.proc));
+  EXPECT_GE(ScrapeMetric(*a.proc, "tierkv_grants_items_total{result=\"stale\"}"), 1);
+
+  // The requester reads the new value once its index has the new generation.
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  EXPECT_TRUE(WaitFor([&] {
+    Result<std::string> v = (*cb)->Get("k");
+    return v.ok() && *v == "second value";
+  }));
+}
+
+TEST(RemoteRead, TheOwnersTransferBudgetBoundsWhatIsLent) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--transfer-budget", "1MiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  PutAll(*a.proc, {{"big", 2u << 20}, {"small", 256u << 10}});
+  ASSERT_TRUE(SeesAll(*b.proc, 2));
+  auto c = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(c.ok());
+  Result<std::string> big = (*c)->Get("big");
+  EXPECT_EQ(big.status().code(), Code::kNotFound);
+  EXPECT_NE(big.status().message().find("transfer budget"), std::string::npos)
+      << big.status().ToString();
+  EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_fetch_misses_total{reason=\"budget\"}"), 1);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_items_total{result=\"budget\"}"), 1);
+  Result<std::string> small = (*c)->Get("small");
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_TRUE(*small == ValueFor("small", 256u << 10));
+  EXPECT_TRUE(GrantsDrained(*a.proc));
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_budget_bytes"), 1 << 20);
+}
+
+TEST(RemoteRead, AnOwnerKilledDuringTheReadsIsABoundedMiss) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "600MiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b",
+                     {"--dram-size", "600MiB", "--data-connections", "1"});
+  const int n = 256;
+  std::vector<std::pair<std::string, size_t>> objs;
+  for (int i = 0; i < n; ++i) objs.emplace_back("m" + std::to_string(i), 1u << 20);
+  PutAll(*a.proc, objs);
+  ASSERT_TRUE(SeesAll(*b.proc, n));
+  auto c = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(c.ok());
+  std::vector<std::string_view> keys;
+  for (const auto& o : objs) keys.push_back(o.first);
+  const auto start = std::chrono::steady_clock::now();
+  auto batch = std::async(std::launch::async, [&] { return (*c)->BatchGet(keys); });
+  // Kill the owner as soon as its data channel has started sending.
+  ASSERT_TRUE(
+      WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_data_reads_total{result=\"sent\"}") > 0; },
+              20000));
+  ASSERT_EQ(::kill(a.proc->pid(), SIGKILL), 0);
+  std::vector<Result<std::string>> got = batch.get();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 30.0);  // bounded by the data channel's deadline, not a hang
+  size_t ok = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].ok()) {
+      ++ok;
+      EXPECT_TRUE(*got[i] == ValueFor(objs[i].first, objs[i].second)) << objs[i].first;
+    } else {
+      EXPECT_EQ(got[i].status().code(), Code::kNotFound) << got[i].status().ToString();
+    }
+  }
+  EXPECT_GT(ok, 0u);
+  EXPECT_LT(ok, got.size());  // the kill landed in the middle of the READs
+  // Nothing leaks on the requester: no grant slot held, no allocation left
+  // behind (what is stored is exactly what was fetched), and it keeps serving.
+  EXPECT_TRUE(
+      WaitFor([&] { return ScrapeMetric(*b.proc, "tierkv_remote_grants_awaiting_release") == 0; }));
+  EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_fetched_objects_total"), static_cast<int64_t>(ok));
+  EXPECT_TRUE(LocalRoundTrip(*b.proc, "still-serving").ok());
+  // The owner's restart (once its lease is gone) is a new incarnation that
+  // holds no grant of the old one.
+  ASSERT_TRUE(WaitFor([&] { return MemberIds(*b.proc).count("a") == 0; }, 20000));
+  a.proc = std::make_unique<ManagerProcess>(NodeArgs(etcd.endpoints(), cluster, "a", a.addr));
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_live"), 0);
+}
+
+}  // namespace
+}  // namespace tierkv
