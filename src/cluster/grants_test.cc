@@ -1,0 +1,221 @@
+// Source grants over a real store, and the data channel in front of them on
+// loopback: budget, generations, deadlines, departed requesters, READ checks,
+// and memory that stays put while a READ still holds it.
+#include "cluster/grants.h"
+
+#include <gtest/gtest.h>
+
+#include <asio.hpp>
+#include <cstring>
+
+#include "transfer/data_server.h"
+#include "transfer/tcp_transport.h"
+
+namespace tierkv {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class GrantsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions o;
+    o.clock = &clock_;
+    auto pool = DramPool::Create(32 * kMiB);
+    ASSERT_TRUE(pool.ok());
+    auto store = Store::Create(o, std::move(*pool));
+    ASSERT_TRUE(store.ok());
+    store_ = std::move(*store);
+  }
+
+  GrantTable& Table(uint64_t budget = 4 * kMiB, int64_t timeout_ms = 1000) {
+    GrantOptions g;
+    g.runtime_uuid = "owner-uuid";
+    g.budget_bytes = budget;
+    g.grant_timeout_ms = timeout_ms;
+    g.max_sessions = 4;
+    g.budget_wait_ms = 50;
+    table_ = std::make_unique<GrantTable>(g, store_.get(), &clock_);
+    return *table_;
+  }
+
+  // Stores `key` = `size` bytes of `fill`; returns its generation.
+  uint64_t Put(const std::string& key, uint64_t size, char fill, bool upsert = false) {
+    const Caller c(1, 0);
+    PutOptions po;
+    po.upsert = upsert;
+    Result<AllocGrant> g = store_->Alloc(c, {"t", key}, size, po);
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    std::memset(g->data, fill, size);
+    EXPECT_TRUE(store_->Commit(c, g->alloc_id).ok());
+    Result<PinGrant> peek = store_->Pin(99, {"t", key}, 0, 0);
+    EXPECT_TRUE(peek.ok());
+    const uint64_t gen = peek->generation;
+    EXPECT_TRUE(store_->Unpin(99, peek->pin_id).ok());
+    return gen;
+  }
+
+  Result<std::vector<GrantAnswer>> Ask(uint64_t ticket, std::vector<GrantRequestItem> items,
+                                       const std::string& uuid = "req-1") {
+    return table_->Authorize("req", uuid, "owner-uuid", ticket, items);
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<GrantTable> table_;
+};
+
+TEST_F(GrantsTest, GrantsTheExactGenerationAndRefusesAnyOther) {
+  GrantTable& t = Table();
+  const uint64_t g1 = Put("k", 1000, 'a');
+  const uint64_t g2 = Put("k", 1000, 'b', /*upsert=*/true);
+  auto stale = Ask(1, {{"t", "k", g1}});
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ((*stale)[0].status.code(), Code::kNotFound);
+  EXPECT_FALSE(t.Release("req-1", 1));  // nothing granted: no grant kept
+  auto fresh = Ask(2, {{"t", "k", g2}, {"t", "absent", 5}});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE((*fresh)[0].status.ok());
+  EXPECT_EQ((*fresh)[0].size, 1000u);
+  EXPECT_EQ((*fresh)[1].status.code(), Code::kNotFound);
+  Result<transfer::GrantSpan> span = t.Open(2, 0, g2);
+  ASSERT_TRUE(span.ok());
+  EXPECT_EQ(span->data[0], 'b');
+  EXPECT_EQ(t.Open(2, 0, g1).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(t.Open(2, 1, 5).status().code(), Code::kNotFound);   // refused item
+  EXPECT_EQ(t.Open(3, 0, g2).status().code(), Code::kNotFound);  // no such ticket
+  EXPECT_EQ(t.Stats().refused_stale, 2u);
+  // Another requester cannot release it; its own requester can, once.
+  EXPECT_FALSE(t.Release("req-2", 2));
+  EXPECT_TRUE(t.Release("req-1", 2));
+  EXPECT_FALSE(t.Release("req-1", 2));
+}
+
+TEST_F(GrantsTest, WholeCallRefusals) {
+  GrantTable& t = Table();
+  const uint64_t g = Put("k", 100, 'a');
+  EXPECT_EQ(t.Authorize("req", "req-1", "an-older-runtime", 1,
+                        std::vector<GrantRequestItem>{{"t", "k", g}})
+                .status()
+                .code(),
+            Code::kNotFound);
+  EXPECT_EQ(Ask(0, {{"t", "k", g}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Ask(1, {}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(Ask(1, {{"t", "", g}}).status().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(Ask(1, {{"t", "k", g}}).ok());
+  EXPECT_EQ(Ask(1, {{"t", "k", g}}).status().code(), Code::kInvalidArgument);  // live ticket
+  for (uint64_t tk = 2; tk <= 4; ++tk) ASSERT_TRUE(Ask(tk, {{"t", "k", g}}).ok());
+  EXPECT_EQ(Ask(5, {{"t", "k", g}}).status().code(), Code::kNoSpace);  // max_sessions
+  EXPECT_EQ(t.Stats().refused_sessions, 1u);
+}
+
+TEST_F(GrantsTest, TheBudgetChargesWholeAllocationsOncePerGrant) {
+  GrantTable& t = Table(/*budget=*/3 * kMiB);
+  const uint64_t a = Put("a", 2 * kMiB, 'a');
+  const uint64_t b = Put("b", 2 * kMiB, 'b');
+  // The same value twice in one grant is charged once.
+  auto first = Ask(1, {{"t", "a", a}, {"t", "a", a}});
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE((*first)[0].status.ok() && (*first)[1].status.ok());
+  const uint64_t charged = t.Stats().reserved_bytes;
+  EXPECT_GE(charged, 2 * kMiB);
+  EXPECT_LT(charged, 3 * kMiB);
+  // Another requester's grant does not fit: refused, not waited for.
+  auto other = Ask(2, {{"t", "b", b}}, "req-2");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)[0].status.code(), Code::kNoSpace);
+  EXPECT_EQ(t.Stats().budget_waits, 0u);
+  // The same requester waits (briefly) for its own grant's release, then retries.
+  auto same = Ask(3, {{"t", "b", b}});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ((*same)[0].status.code(), Code::kNoSpace);
+  EXPECT_EQ(t.Stats().budget_waits, 1u);
+  EXPECT_TRUE(t.Release("req-1", 1));
+  EXPECT_EQ(t.Stats().reserved_bytes, 0u);
+  auto now = Ask(4, {{"t", "b", b}}, "req-2");
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE((*now)[0].status.ok());
+}
+
+TEST_F(GrantsTest, AnUnreleasedGrantEndsAtItsDeadlineAndADepartedRequestersAtOnce) {
+  GrantTable& t = Table(4 * kMiB, /*timeout_ms=*/1000);
+  const uint64_t g = Put("k", kMiB, 'a');
+  ASSERT_TRUE(Ask(1, {{"t", "k", g}}).ok());              // its release is lost
+  ASSERT_TRUE(Ask(2, {{"t", "k", g}}, "req-gone").ok());  // its requester leaves
+  EXPECT_EQ(t.ReleaseDeparted({"req-1"}), 1u);
+  EXPECT_EQ(t.Open(2, 0, g).status().code(), Code::kNotFound);
+  clock_.AdvanceMillis(999);
+  EXPECT_EQ(t.ExpireDue(), 0u);
+  clock_.AdvanceMillis(1);
+  EXPECT_EQ(t.ExpireDue(), 1u);
+  EXPECT_EQ(t.Open(1, 0, g).status().code(), Code::kNotFound);
+  const GrantStats s = t.Stats();
+  EXPECT_EQ(s.sessions, 0u);
+  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_EQ(s.expired, 1u);
+  EXPECT_EQ(s.departed, 1u);
+}
+
+TEST_F(GrantsTest, AReadInProgressKeepsTheBytesEvenWhenTheKeyIsReplaced) {
+  GrantTable& t = Table();
+  const uint64_t g = Put("k", 4096, 'a');
+  ASSERT_TRUE(Ask(1, {{"t", "k", g}}).ok());
+  Result<transfer::GrantSpan> span = t.Open(1, 0, g);
+  ASSERT_TRUE(span.ok());
+  EXPECT_TRUE(t.Release("req-1", 1));  // released while "sending"
+  ASSERT_TRUE(store_->Remove(Caller(1, 0), {"t", "k"}).ok());
+  Put("k", 4096, 'z');  // the freed range would be the natural place for it
+  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(span->data[i], 'a') << i;
+  span = Status(Code::kInternal, "dropped");  // the READ ends: the pin goes now
+  EXPECT_EQ(t.Stats().reserved_bytes, 0u);
+}
+
+// The data channel in front of a grant table, on loopback.
+TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
+  GrantTable& t = Table();
+  const uint64_t g = Put("k", 3 * kMiB + 17, 'q');
+  transfer::DataServerOptions o;
+  o.listen = "127.0.0.1:0";
+  transfer::DataServer server(o, &t);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
+  transfer::TcpTransport client({});
+  ASSERT_TRUE(Ask(7, {{"t", "k", g}}).ok());
+  std::vector<uint8_t> dest(3 * kMiB + 17);
+  ASSERT_TRUE(client.Read(ep, {7, 0, g, 0, dest.size()}, dest.data()).ok());
+  EXPECT_TRUE(std::all_of(dest.begin(), dest.end(), [](uint8_t c) { return c == 'q'; }));
+  // A slice; a range past the end; a wrong generation; an unknown ticket. The
+  // connection stays usable after each refusal.
+  ASSERT_TRUE(client.Read(ep, {7, 0, g, 100, 10}, dest.data()).ok());
+  EXPECT_EQ(client.Read(ep, {7, 0, g, dest.size(), 1}, dest.data()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(client.Read(ep, {7, 0, g + 1, 0, 1}, dest.data()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(client.Read(ep, {8, 0, g, 0, 1}, dest.data()).code(), Code::kNotFound);
+  ASSERT_TRUE(t.Release("req-1", 7));
+  EXPECT_EQ(client.Read(ep, {7, 0, g, 0, 1}, dest.data()).code(), Code::kNotFound);
+  // Garbage gets an error and a closed connection; the server keeps serving.
+  {
+    asio::io_context io;
+    asio::ip::tcp::socket raw(io);
+    raw.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(server.port())});
+    const std::string junk(transfer::kRequestBytes, 'x');
+    asio::write(raw, asio::buffer(junk));
+    uint8_t head[transfer::kResponseBytes];
+    asio::read(raw, asio::buffer(head));
+    transfer::ResponseHead h;
+    ASSERT_TRUE(transfer::DecodeResponse(head, &h).ok());
+    EXPECT_EQ(h.code, static_cast<uint32_t>(Code::kProtocolError));
+  }
+  ASSERT_TRUE(Ask(9, {{"t", "k", g}}).ok());
+  EXPECT_TRUE(client.Read(ep, {9, 0, g, 0, 64}, dest.data()).ok());
+  const transfer::DataServerStats s = server.Stats();
+  EXPECT_EQ(s.reads, 3u);
+  EXPECT_EQ(s.refusals, 5u);
+  EXPECT_EQ(s.bytes_out, 3 * kMiB + 17 + 10 + 64);
+  // Nothing listens any more: UNAVAILABLE, not a hang.
+  server.Stop();
+  transfer::TcpTransport fresh({});
+  EXPECT_EQ(fresh.Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tierkv
