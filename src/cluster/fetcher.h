@@ -56,7 +56,7 @@ struct FetcherOptions {
   int64_t authorize_timeout_ms = 5000;  // the owner's budget wait (3 s) fits inside
   int64_t release_timeout_ms = 2000;
   size_t segment_items = 64;
-  uint64_t segment_bytes = 64ull << 20;
+  uint64_t segment_bytes = 16ull << 20;
   size_t per_source_grants = 64;
   size_t global_grants = 1024;
   size_t parallel_reads = 4;  // READs of one segment at once (data connections per peer)
