@@ -62,9 +62,18 @@ std::chrono::system_clock::time_point In(int64_t ms) {
 
 RemoteFetcher::RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
                              transfer::DataTransport* transport)
-    : options_(std::move(options)), store_(store), index_(index), transport_(transport) {}
+    : options_(std::move(options)), store_(store), index_(index), transport_(transport) {
+  releaser_ = std::thread([this] { ReleaserLoop(); });
+}
 
-RemoteFetcher::~RemoteFetcher() = default;
+RemoteFetcher::~RemoteFetcher() {
+  {
+    std::lock_guard lock(release_mu_);
+    release_stop_ = true;
+  }
+  release_cv_.notify_all();
+  releaser_.join();  // sends what is queued (each bounded by the release deadline)
+}
 
 void RemoteFetcher::SetMembers(const std::vector<MemberView>& members) {
   std::vector<std::string> gone;
@@ -163,11 +172,11 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
   }
   // One plan per owner; owners are served in parallel.
   if (plans.size() == 1) {
-    RunPlan(*plans.begin()->second.first, plans.begin()->second.second);
+    RunPlan(plans.begin()->second.first, plans.begin()->second.second);
   } else if (!plans.empty()) {
     std::vector<std::thread> workers;
     for (auto& [owner, plan] : plans) {
-      workers.emplace_back([this, &plan] { RunPlan(*plan.first, plan.second); });
+      workers.emplace_back([this, &plan] { RunPlan(plan.first, plan.second); });
     }
     for (std::thread& t : workers) t.join();
   }
@@ -197,7 +206,8 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
   return out;
 }
 
-void RemoteFetcher::RunPlan(Peer& peer, std::vector<Item*>& items) {
+void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item*>& items) {
+  Peer& peer = *owner;
   std::vector<Segment> segs(1);
   uint64_t seg_bytes = 0;
   for (Item* it : items) {
@@ -220,8 +230,7 @@ void RemoteFetcher::RunPlan(Peer& peer, std::vector<Item*>& items) {
       if (cur.call.code() == Code::kUnavailable) {
         // A speculative authorization that got no answer is retried once,
         // now that the previous READ stage has drained.
-        if (cur.ticket != 0) Release(peer, cur.ticket);
-        if (cur.slot) ReleaseSlot(peer);
+        Finish(owner, cur);
         lookahead_retries_.fetch_add(1, std::memory_order_relaxed);
         cur = Authorize(peer, segs[k]);
       }
@@ -247,15 +256,13 @@ void RemoteFetcher::RunPlan(Peer& peer, std::vector<Item*>& items) {
         miss_refused_.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
       }
     }
-    if (cur.ticket != 0) Release(peer, cur.ticket);
-    if (cur.slot) ReleaseSlot(peer);
+    Finish(owner, cur);
     if (!reachable) {
       if (speculative) {  // the grant for the next stage is of no use now
         Authorized unused = next.get();
         speculative = false;
         lookahead_discarded_.fetch_add(1, std::memory_order_relaxed);
-        if (unused.ticket != 0) Release(peer, unused.ticket);
-        if (unused.slot) ReleaseSlot(peer);
+        Finish(owner, unused);
       }
       for (size_t r = k + 1; r < segs.size(); ++r) {
         for (Item* it : segs[r].items) {
@@ -341,6 +348,37 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
     a.answers.push_back(std::move(ans));
   }
   return a;
+}
+
+void RemoteFetcher::Finish(const std::shared_ptr<Peer>& peer, const Authorized& a) {
+  if (a.ticket == 0) {
+    if (a.slot) ReleaseSlot(*peer);
+    return;
+  }
+  {
+    std::lock_guard lock(release_mu_);
+    if (!release_stop_) {
+      releases_q_.push_back({peer, a.ticket, a.slot});
+      release_cv_.notify_one();
+      return;
+    }
+  }
+  Release(*peer, a.ticket);  // stopping: no releaser thread any more
+  if (a.slot) ReleaseSlot(*peer);
+}
+
+void RemoteFetcher::ReleaserLoop() {
+  std::unique_lock lock(release_mu_);
+  for (;;) {
+    release_cv_.wait(lock, [this] { return release_stop_ || !releases_q_.empty(); });
+    if (releases_q_.empty()) return;  // stopping, and nothing left
+    PendingRelease r = std::move(releases_q_.front());
+    releases_q_.pop_front();
+    lock.unlock();
+    Release(*r.peer, r.ticket);
+    if (r.slot) ReleaseSlot(*r.peer);
+    lock.lock();
+  }
 }
 
 void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {

@@ -10,7 +10,8 @@
 // data channel straight into local allocations (made one item at a time, as
 // they are consumed), their checksums verified, and committed: the value is
 // an ordinary local object from then on, announced and advertised. Then the
-// grant is released.
+// grant is released, by a background thread, off the caller's path (its
+// grant slot stays taken until the owner answered).
 //
 // Lookahead: while a segment's READs run, the next segment of the plan is
 // authorized (one READ stage and one authorization per plan at most). A failed
@@ -33,12 +34,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -93,8 +96,12 @@ class RemoteFetcher {
 
   std::shared_ptr<Peer> PeerOf(const std::string& node) const;
   // Runs one owner's plan; fills the items' statuses.
-  void RunPlan(Peer& peer, std::vector<Item*>& items);
+  void RunPlan(const std::shared_ptr<Peer>& peer, std::vector<Item*>& items);
   Authorized Authorize(Peer& peer, Segment& seg);
+  // Ends an authorization: its grant is released in the background (off the
+  // caller's path); its slot is freed once the owner answered.
+  void Finish(const std::shared_ptr<Peer>& peer, const Authorized& a);
+  void ReleaserLoop();
   void Release(Peer& peer, uint64_t ticket);
   // READs the granted items of `seg`; false when the owner is unreachable.
   bool ReadSegment(Peer& peer, Segment& seg, const Authorized& auth);
@@ -116,6 +123,17 @@ class RemoteFetcher {
   mutable std::mutex slots_mu_;
   std::condition_variable slots_cv_;
   size_t slots_used_ = 0;  // grants awaiting release, all owners
+
+  struct PendingRelease {
+    std::shared_ptr<Peer> peer;
+    uint64_t ticket = 0;
+    bool slot = false;
+  };
+  std::mutex release_mu_;
+  std::condition_variable release_cv_;
+  std::deque<PendingRelease> releases_q_;
+  bool release_stop_ = false;
+  std::thread releaser_;
 
   std::mutex flights_mu_;
   std::condition_variable flights_cv_;

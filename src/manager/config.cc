@@ -323,6 +323,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "cluster mode: a source grant not released by its requester ends after this");
   app.add_option("--data-connections", cl.data_connections,
                  "cluster mode: data channel connections to each peer");
+  app.add_option("--remote-read-lookahead", cl.remote_lookahead,
+                 "cluster mode: authorize the next segment of a remote read while the current "
+                 "one is read (true/false)");
   app.add_option("--inventory-stream-coalesce-ms", cl.coalesce_ms,
                  "cluster mode: quiet window (0-5 ms) in which an owner batches deltas");
   app.add_option("--metadata-namespace", cl.scope_namespaces,

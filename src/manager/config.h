@@ -39,6 +39,7 @@ struct ClusterConfig {
   uint64_t transfer_budget = 0;                    // source grants' bytes (0: half --dram-size)
   int64_t grant_timeout_ms = 30000;                // an unreleased grant ends after this
   uint32_t data_connections = 4;                   // data channel connections per peer
+  bool remote_lookahead = true;  // authorize a plan's next segment during the current READs
   // Metadata subscription scope: "all" (no scope flag), "exact" (the sorted,
   // distinct --metadata-namespace values) or "empty" (--metadata-empty-scope).
   std::string scope_kind = "all";

@@ -73,6 +73,7 @@ void Manager::WireRemoteReads() {
   fo.node_id = config_.node_id;
   fo.runtime_uuid = mem->runtime_uuid();
   fo.parallel_reads = cl.data_connections;
+  fo.lookahead = cl.remote_lookahead;
   fetcher_ = std::make_unique<RemoteFetcher>(fo, store_.get(), index_.get(), transport_.get());
   transfer_view_ =
       std::make_unique<TransferView>(fetcher_.get(), grants_.get(), data_server_.get());

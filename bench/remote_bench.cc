@@ -1,0 +1,274 @@
+// tierkv_remote_bench: remote reads between two managers on loopback.
+//
+//   tierkv_remote_bench [--json PATH] [--mib 256]
+//
+// 1. Throughput: gets on manager b of 1 MiB and 16 MiB objects held only by
+//    manager a (each fetched through a source grant and a READ on the data
+//    channel, then copied out of b's pool by the client), by 1 and 4 client
+//    threads, against a plain TCP socket copy of the same bytes (1 and 4
+//    streams, loopback, same run). Between rounds b drops its copies, so every
+//    get is a remote one.
+// 2. Latency: a local hit against a remote hit on b, 4 KiB and 1 MiB
+//    objects, median and p99.
+// 3. A batch of 64 objects of 1 MiB with lookahead (b) and without (c,
+//    --remote-read-lookahead false).
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+#include "etcd_process.h"
+#include "manager_process.h"
+#include "tierkv/client.h"
+
+namespace tierkv::bench {
+namespace {
+
+using testing::EtcdCluster;
+using testing::ManagerProcess;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::unique_ptr<ManagerProcess> Start(const EtcdCluster& etcd, const std::string& cluster,
+                                      const std::string& id, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--etcd-endpoints",
+                                   etcd.endpoints(),
+                                   "--cluster-name",
+                                   cluster,
+                                   "--node-id",
+                                   id,
+                                   "--addr",
+                                   "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()),
+                                   "--membership-ttl-secs",
+                                   "10"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<ManagerProcess>(args);
+}
+
+int64_t Entries(const ManagerProcess& m) {
+  httplib::Client http(m.rest());
+  auto res = http.Get("/cache/metadata");
+  if (!res) return -1;
+  auto j = nlohmann::json::parse(res->body, nullptr, false);
+  return j.is_object() ? j["index"]["entries"].get<int64_t>() : -1;
+}
+
+bool WaitEntries(const ManagerProcess& m, int64_t n) {
+  for (int i = 0; i < 3000; ++i) {
+    if (Entries(m) == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// ---- The baseline: a plain TCP copy of `total` bytes in messages of `size`.
+double RawTcpGBps(uint64_t size, uint64_t total, int streams) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  listen(lfd, 16);
+  const uint64_t per = total / static_cast<uint64_t>(streams);
+  std::vector<std::thread> threads;
+  std::vector<int> senders;
+  for (int s = 0; s < streams; ++s) {
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    senders.push_back(c);
+  }
+  std::vector<int> receivers;
+  for (int s = 0; s < streams; ++s) receivers.push_back(accept(lfd, nullptr, nullptr));
+  const double t0 = NowSeconds();
+  for (int s = 0; s < streams; ++s) {
+    threads.emplace_back([&, s] {
+      std::vector<char> src(size, 'x');
+      for (uint64_t sent = 0; sent < per; sent += size) {
+        for (uint64_t off = 0; off < size;) {
+          ssize_t n = write(senders[s], src.data() + off, size - off);
+          if (n <= 0) return;
+          off += static_cast<uint64_t>(n);
+        }
+      }
+    });
+    threads.emplace_back([&, s] {
+      std::vector<char> dst(size, 0);
+      for (uint64_t got = 0; got < per;) {
+        ssize_t n = read(receivers[s], dst.data() + (got % size), size - (got % size));
+        if (n <= 0) return;
+        got += static_cast<uint64_t>(n);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double secs = NowSeconds() - t0;
+  for (int fd : senders) close(fd);
+  for (int fd : receivers) close(fd);
+  close(lfd);
+  return double(per * static_cast<uint64_t>(streams)) / secs / 1e9;
+}
+
+void PutObjects(const ManagerProcess& m, const std::string& prefix, int n, uint64_t size) {
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return;
+  const std::string v(size, 'r');
+  for (int i = 0; i < n; ++i) (void)(*c)->Put(prefix + std::to_string(i), v);
+}
+
+void DropAll(const ManagerProcess& m) {
+  auto c = Client::Connect(m.uds());
+  if (c.ok()) (void)(*c)->RemoveAll(kDefaultTenant, true);
+}
+
+// Gets keys prefix0..prefix{n-1} on `m`, split over `threads`; GB/s.
+Series RemoteGets(const ManagerProcess& m, const std::string& prefix, int n, uint64_t size,
+                  int threads, int* failures) {
+  Series s("tierkv remote get", size, threads);
+  std::vector<std::thread> ts;
+  std::atomic<int> failed{0};
+  // Connected (the pool mapped) and buffers touched before the clock starts.
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::vector<char>> bufs;
+  for (int t = 0; t < threads; ++t) {
+    auto c = Client::Connect(m.uds());
+    if (!c.ok()) return s;
+    clients.push_back(std::move(*c));
+    bufs.emplace_back(size, 1);
+  }
+  const double t0 = NowSeconds();
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = t; i < n; i += threads) {
+        if (!clients[t]->Get(prefix + std::to_string(i), bufs[t].data(), size).ok()) ++failed;
+      }
+    });
+  }
+  for (std::thread& t : ts) t.join();
+  s.seconds = NowSeconds() - t0;
+  s.ops = static_cast<uint64_t>(n - failed.load());
+  *failures += failed.load();
+  return s;
+}
+
+// Latency of one get of a key just removed locally (remote hit), then of the
+// same key again (local hit).
+void Latencies(const ManagerProcess& m, const std::string& prefix, int n, uint64_t size,
+               Series* remote, Series* local) {
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return;
+  std::vector<char> buf(size, 1);
+  for (int i = 0; i < n; ++i) {
+    const std::string key = prefix + std::to_string(i);
+    double t0 = NowSeconds();
+    if ((*c)->Get(key, buf.data(), buf.size()).ok()) remote->latencies.push_back(NowSeconds() - t0);
+    t0 = NowSeconds();
+    if ((*c)->Get(key, buf.data(), buf.size()).ok()) local->latencies.push_back(NowSeconds() - t0);
+  }
+  remote->ops = remote->latencies.size();
+  local->ops = local->latencies.size();
+}
+
+Series Batch(const ManagerProcess& m, const std::string& prefix, int reps, const char* name) {
+  Series s(name, kMiB, 1);
+  auto c = Client::Connect(m.uds());
+  if (!c.ok()) return s;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 64; ++i) keys.push_back(prefix + std::to_string(i));
+  std::vector<std::vector<char>> bufs(64, std::vector<char>(kMiB, 1));
+  std::vector<GetItem> items;
+  for (int i = 0; i < 64; ++i) items.push_back({keys[i], bufs[i].data(), kMiB});
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = NowSeconds();
+    size_t ok = 0;
+    for (const auto& got : (*c)->BatchGet(items)) ok += got.ok() ? 1 : 0;
+    const double dt = NowSeconds() - t0;
+    s.seconds += dt;
+    s.ops += ok;
+    s.latencies.push_back(dt);
+    (void)(*c)->RemoveAll(kDefaultTenant, true);
+  }
+  return s;
+}
+
+int Main(int argc, char** argv) {
+  std::string json;
+  uint64_t mib = 256;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--json") == 0) json = argv[i + 1];
+    if (std::strcmp(argv[i], "--mib") == 0) mib = std::stoull(argv[i + 1]);
+  }
+  EtcdCluster etcd(1);
+  const std::string cluster = "remote-bench-" + std::to_string(getpid());
+  const std::string dram = std::to_string(2 * mib + 256) + "MiB";
+  auto a = Start(etcd, cluster, "a", {"--dram-size", dram, "--transfer-budget", dram});
+  auto b = Start(etcd, cluster, "b", {"--dram-size", dram});
+  auto c = Start(etcd, cluster, "c", {"--dram-size", dram, "--remote-read-lookahead", "false"});
+  const int n1 = static_cast<int>(mib), n16 = static_cast<int>(mib / 16);
+  PutObjects(*a, "m", n1, kMiB);
+  PutObjects(*a, "h", n16, 16 * kMiB);
+  PutObjects(*a, "s", 200, 4096);
+  const int64_t total = n1 + n16 + 200;
+  if (!WaitEntries(*b, total) || !WaitEntries(*c, total)) {
+    std::fprintf(stderr, "the requesters never saw a's %lld objects\n",
+                 static_cast<long long>(total));
+    return 1;
+  }
+  std::vector<Series> series;
+  std::vector<Ratio> ratios;
+  int failures = 0;
+  for (uint64_t size : {kMiB, 16 * kMiB}) {
+    const int n = size == kMiB ? n1 : n16;
+    const std::string prefix = size == kMiB ? "m" : "h";
+    for (int threads : {1, 4}) {
+      const double raw = RawTcpGBps(size, size * static_cast<uint64_t>(n), threads);
+      Series rs("plain tcp copy", size, threads);
+      rs.ops = static_cast<uint64_t>(n);
+      rs.seconds = double(size) * n / raw / 1e9;
+      series.push_back(rs);
+      DropAll(*b);
+      Series s = RemoteGets(*b, prefix, n, size, threads, &failures);
+      series.push_back(s);
+      ratios.push_back({"remote get " + SizeName(size) + " x" + std::to_string(threads) +
+                            " / plain tcp x" + std::to_string(threads),
+                        s.GBps() / raw, 0.8});
+    }
+  }
+  DropAll(*b);
+  for (uint64_t size : {uint64_t{4096}, kMiB}) {
+    Series remote("remote hit latency", size, 1), local("local hit latency", size, 1);
+    Latencies(*b, size == 4096 ? "s" : "m", 200, size, &remote, &local);
+    remote.seconds = local.seconds = 1;  // latency series: ops/s not meaningful
+    ratios.push_back({"remote / local hit p50 " + SizeName(size),
+                      remote.PercentileUs(50) / std::max(local.PercentileUs(50), 1e-3), 0});
+    series.push_back(remote);
+    series.push_back(local);
+  }
+  DropAll(*b);
+  Series with = Batch(*b, "m", 10, "batch 64x1MiB lookahead");
+  Series without = Batch(*c, "m", 10, "batch 64x1MiB no lookahead");
+  series.push_back(with);
+  series.push_back(without);
+  ratios.push_back({"batch 64x1MiB lookahead / without", with.GBps() / without.GBps(), 0});
+  PrintTable(series);
+  PrintRatios(ratios);
+  if (failures > 0) std::fprintf(stderr, "%d remote gets failed\n", failures);
+  return FinishReport(json, series, ratios);
+}
+
+}  // namespace
+}  // namespace tierkv::bench
+
+int main(int argc, char** argv) { return tierkv::bench::Main(argc, argv); }
