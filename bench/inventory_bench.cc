@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cluster_member.h"
 #include "etcd_process.h"
 #include "manager_process.h"
 #include "tierkv/client.h"
@@ -34,18 +35,7 @@ using testing::ManagerProcess;
 
 std::unique_ptr<ManagerProcess> Start(const EtcdCluster& etcd, const std::string& cluster,
                                       const std::string& id, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--etcd-endpoints",
-                                   etcd.endpoints(),
-                                   "--cluster-name",
-                                   cluster,
-                                   "--node-id",
-                                   id,
-                                   "--addr",
-                                   "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()),
-                                   "--membership-ttl-secs",
-                                   "10"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return std::make_unique<ManagerProcess>(args);
+  return StartMember(etcd, cluster, id, std::move(extra));
 }
 
 nlohmann::json Coverage(const ManagerProcess& m) {

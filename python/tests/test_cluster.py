@@ -60,6 +60,16 @@ def start(etcd: str, node: str) -> Manager:
                    "--membership-ttl-secs", "5")
 
 
+def await_fence(a: Manager, b: Manager) -> None:
+    """a's inventory fence, awaited on b: b's view of a then holds a's puts."""
+    fence = requests.post(a.rest + "/cache/sync", timeout=5).json()
+    done = requests.post(b.rest + "/cache/metadata/await", timeout=15,
+                         json={"inventory_fence": fence["inventory_fence"],
+                               "scope_digest": fence["scope_digest"],
+                               "timeout_ms": 10000}).json()
+    assert done["success"], done
+
+
 def test_lookups_find_the_other_managers_objects(etcd):
     a, b = start(etcd, "a"), start(etcd, "b")
     try:
@@ -67,12 +77,7 @@ def test_lookups_find_the_other_managers_objects(etcd):
         ca.put("held-by-a", b"value")
         cb.put("held-by-b", b"x")
         # a's fence, awaited on b: b's view of a then holds the put.
-        fence = requests.post(a.rest + "/cache/sync", timeout=5).json()
-        done = requests.post(b.rest + "/cache/metadata/await", timeout=15,
-                             json={"inventory_fence": fence["inventory_fence"],
-                                   "scope_digest": fence["scope_digest"],
-                                   "timeout_ms": 10000}).json()
-        assert done["success"], done
+        await_fence(a, b)
         assert cb.exists("held-by-a")
         info = cb.query("held-by-a")
         assert info["owner"] == "a"
@@ -107,12 +112,7 @@ def test_process_gate_reads_from_the_other_manager_then_outlives_etcd():
             values = {f"page-{i}": os.urandom(1 + (i * 37_001) % (3 << 20)) for i in range(24)}
             for k, v in values.items():
                 ca.put(k, v)
-            fence = requests.post(a.rest + "/cache/sync", timeout=5).json()
-            done = requests.post(b.rest + "/cache/metadata/await", timeout=15,
-                                 json={"inventory_fence": fence["inventory_fence"],
-                                       "scope_digest": fence["scope_digest"],
-                                       "timeout_ms": 10000}).json()
-            assert done["success"], done
+            await_fence(a, b)
             keys = sorted(values)
             assert cb.get(keys[0]) == values[keys[0]]
             target = np.zeros(len(values[keys[1]]), dtype=np.uint8)

@@ -199,12 +199,12 @@ bool GrantTable::Release(const std::string& uuid, uint64_t ticket) {
   return true;
 }
 
-size_t GrantTable::ReleaseDeparted(const std::set<std::string>& live) {
-  std::vector<std::shared_ptr<Grant>> drop;
+size_t GrantTable::DropIf(const std::function<bool(const Grant&)>& pred) {
+  std::vector<std::shared_ptr<Grant>> drop;  // destroyed after the lock is gone
   {
     std::lock_guard lock(mu_);
     for (auto it = live_.begin(); it != live_.end();) {
-      if (live.count(it->second->uuid) == 0) {
+      if (pred(*it->second)) {
         drop.push_back(std::move(it->second));
         it = live_.erase(it);
       } else {
@@ -212,26 +212,20 @@ size_t GrantTable::ReleaseDeparted(const std::set<std::string>& live) {
       }
     }
   }
-  departed_.fetch_add(drop.size());
   return drop.size();
 }
 
+size_t GrantTable::ReleaseDeparted(const std::set<std::string>& live) {
+  const size_t n = DropIf([&](const Grant& g) { return live.count(g.uuid) == 0; });
+  departed_.fetch_add(n);
+  return n;
+}
+
 size_t GrantTable::ExpireDue() {
-  std::vector<std::shared_ptr<Grant>> drop;
-  {
-    std::lock_guard lock(mu_);
-    const int64_t now = clock_->NowNanos();
-    for (auto it = live_.begin(); it != live_.end();) {
-      if (it->second->ready && it->second->deadline <= now) {
-        drop.push_back(std::move(it->second));
-        it = live_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  expired_.fetch_add(drop.size());
-  return drop.size();
+  const int64_t now = clock_->NowNanos();
+  const size_t n = DropIf([&](const Grant& g) { return g.ready && g.deadline <= now; });
+  expired_.fetch_add(n);
+  return n;
 }
 
 Result<transfer::GrantSpan> GrantTable::Open(uint64_t ticket, uint32_t item, uint64_t generation) {

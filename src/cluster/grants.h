@@ -121,6 +121,8 @@ class GrantTable final : public transfer::GrantSource {
   bool PinItems(Grant& grant, std::span<const GrantRequestItem> items,
                 std::vector<GrantAnswer>& answers, bool retry);
   void Ended(const std::string& uuid, uint64_t charged);  // a Grant's destructor
+  // Ends the live grants `pred` picks (called under mu_); returns how many.
+  size_t DropIf(const std::function<bool(const Grant&)>& pred);
   void ReaperLoop();
 
   const GrantOptions options_;
