@@ -180,6 +180,20 @@ TEST(Config, ClusterModeFlags) {
       Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-empty-scope"});
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->cluster.scope_kind, "empty");
+
+  // Remote reads: the transfer budget defaults to half the DRAM pool.
+  EXPECT_EQ(ranked->cluster.transfer_budget, ranked->dram_size / 2);
+  EXPECT_EQ(ranked->cluster.grant_timeout_ms, 30000);
+  EXPECT_EQ(ranked->cluster.data_connections, 4u);
+  EXPECT_TRUE(ranked->cluster.remote_lookahead);
+  auto transfer = Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-budget",
+                         "3MiB", "--transfer-grant-timeout-ms", "500", "--data-connections", "2",
+                         "--remote-read-lookahead", "false"});
+  ASSERT_TRUE(transfer.ok()) << transfer.status().ToString();
+  EXPECT_EQ(transfer->cluster.transfer_budget, 3u << 20);
+  EXPECT_EQ(transfer->cluster.grant_timeout_ms, 500);
+  EXPECT_EQ(transfer->cluster.data_connections, 2u);
+  EXPECT_FALSE(transfer->cluster.remote_lookahead);
 }
 
 TEST(Config, InvalidClusterFlagsNameTheOption) {
@@ -208,6 +222,14 @@ TEST(Config, InvalidClusterFlagsNameTheOption) {
        "--inventory-stream-coalesce-ms"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--inventory-journal-bytes", "1k"},
        "--inventory-journal-bytes"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-budget", "0"},
+       "--transfer-budget"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-budget", "lots"},
+       "--transfer-budget"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-grant-timeout-ms", "5"},
+       "--transfer-grant-timeout-ms"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--data-connections", "0"},
+       "--data-connections"},
   };
   for (const Case& k : cases) {
     auto c = Parse(k.args);
