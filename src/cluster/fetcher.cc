@@ -92,7 +92,7 @@ void RemoteFetcher::SetMembers(const std::vector<MemberView>& members) {
     p->uuid = m.runtime_uuid;
     p->endpoint = m.endpoint;
     p->data_endpoint = m.data_endpoint;
-    p->stub = peer::Peer::NewStub(PeerChannel(m.endpoint));
+    p->stub = peer::Peer::NewStub(PeerChannel(m.endpoint, options_.credentials.get()));
     next.emplace(m.node_id, std::move(p));
   }
   for (const auto& [node, p] : peers_) {

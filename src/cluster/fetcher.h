@@ -53,6 +53,8 @@
 
 namespace tierkv {
 
+struct PeerCredentials;
+
 struct FetcherOptions {
   std::string node_id;
   std::string runtime_uuid;
@@ -64,6 +66,7 @@ struct FetcherOptions {
   size_t global_grants = 1024;
   size_t parallel_reads = 4;  // READs of one segment at once (data connections per peer)
   bool lookahead = true;
+  std::shared_ptr<const PeerCredentials> credentials;  // null: plaintext
 };
 
 // Session id the fetcher's local allocations are made under (never a client's).

@@ -179,7 +179,9 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   transfer::DataServer server(o, &t);
   ASSERT_TRUE(server.Start().ok());
   const std::string ep = "127.0.0.1:" + std::to_string(server.port());
-  transfer::TcpTransport client({});
+  auto made = transfer::TcpTransport::Create({});
+  ASSERT_TRUE(made.ok());
+  transfer::TcpTransport& client = **made;
   ASSERT_TRUE(Ask(7, {{"t", "k", g}}).ok());
   std::vector<uint8_t> dest(3 * kMiB + 17);
   ASSERT_TRUE(client.Read(ep, {7, 0, g, 0, dest.size()}, dest.data()).ok());
@@ -213,8 +215,9 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   EXPECT_EQ(s.bytes_out, 3 * kMiB + 17 + 10 + 64);
   // Nothing listens any more: UNAVAILABLE, not a hang.
   server.Stop();
-  transfer::TcpTransport fresh({});
-  EXPECT_EQ(fresh.Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
+  auto fresh = transfer::TcpTransport::Create({});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ((*fresh)->Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
 }
 
 }  // namespace

@@ -236,7 +236,7 @@ class Inventory::Follower {
 
  private:
   void Run() {
-    auto channel = PeerChannel(owner_.endpoint);
+    auto channel = PeerChannel(owner_.endpoint, inv_->options_.credentials.get());
     auto stub = peer::Peer::NewStub(channel);
     int64_t backoff_ms = 100;
     while (!Stopped()) {

@@ -35,6 +35,8 @@
 
 namespace tierkv {
 
+struct PeerCredentials;
+
 struct InventoryOptions {
   std::string node_id;
   std::string runtime_uuid;
@@ -44,7 +46,8 @@ struct InventoryOptions {
   std::function<bool()> admitting;  // owner side serves only while this says yes
   int64_t coalesce_ms = 0;          // owner: wait this long for more changes before a batch
   std::string scope_kind = "all";   // requester: all | exact | empty
-  std::vector<std::string> scope_namespaces;  // exact: sorted, distinct
+  std::vector<std::string> scope_namespaces;           // exact: sorted, distinct
+  std::shared_ptr<const PeerCredentials> credentials;  // null: plaintext
 };
 
 // The canonical digest of a scope (hex of xxh3-64 over "tierkv-scope/v1:" +

@@ -2,8 +2,35 @@
 
 namespace tierkv {
 
-std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint) {
-  return grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+Result<std::shared_ptr<const PeerCredentials>> LoadPeerCredentials(
+    const transfer::TlsFiles& files) {
+  if (!files.enabled()) return std::shared_ptr<const PeerCredentials>();
+  Result<std::string> cert = transfer::ReadPem(files.cert, "--peer-tls-cert");
+  if (!cert.ok()) return cert.status();
+  Result<std::string> key = transfer::ReadPem(files.key, "--peer-tls-key");
+  if (!key.ok()) return key.status();
+  Result<std::string> ca = transfer::ReadPem(files.ca, "--peer-tls-ca");
+  if (!ca.ok()) return ca.status();
+  auto creds = std::make_shared<PeerCredentials>();
+  grpc::SslServerCredentialsOptions so(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  so.pem_root_certs = *ca;
+  so.pem_key_cert_pairs.push_back({*key, *cert});
+  creds->server = grpc::SslServerCredentials(so);
+  grpc::SslCredentialsOptions co;
+  co.pem_root_certs = *ca;
+  co.pem_private_key = *key;
+  co.pem_cert_chain = *cert;
+  creds->channel = grpc::SslCredentials(co);
+  return std::shared_ptr<const PeerCredentials>(std::move(creds));
+}
+
+std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint,
+                                           const PeerCredentials* creds) {
+  return grpc::CreateChannel(endpoint, creds ? creds->channel : grpc::InsecureChannelCredentials());
+}
+
+std::shared_ptr<grpc::ServerCredentials> PeerServerCredentials(const PeerCredentials* creds) {
+  return creds ? creds->server : grpc::InsecureServerCredentials();
 }
 
 grpc::Status ToGrpc(const Status& st) {

@@ -9,12 +9,21 @@
 #include <memory>
 #include <string>
 
+#include "cluster/peer_credentials.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
 
-// A channel to a peer's --addr (its advertised endpoint).
-std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint);
+struct PeerCredentials {
+  std::shared_ptr<grpc::ChannelCredentials> channel;
+  std::shared_ptr<grpc::ServerCredentials> server;
+};
+
+// A channel to a peer's --addr (its advertised endpoint); `creds` null: plaintext.
+std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint,
+                                           const PeerCredentials* creds);
+// The peer gRPC server's credentials (plaintext for null).
+std::shared_ptr<grpc::ServerCredentials> PeerServerCredentials(const PeerCredentials* creds);
 
 // NOT_FOUND, INVALID_ARGUMENT, NO_SPACE (RESOURCE_EXHAUSTED) and UNAVAILABLE
 // keep their meaning; every other failure is INTERNAL.

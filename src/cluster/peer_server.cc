@@ -95,11 +95,11 @@ PeerServer::~PeerServer() { Stop(0); }
 void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
 void PeerServer::SetGrants(GrantTable* grants) { impl_->service.grants_ = grants; }
 
-Status PeerServer::Start(const std::string& addr) {
+Status PeerServer::Start(const std::string& addr, const PeerCredentials* credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(&impl_->service);
-  builder.AddListeningPort(addr, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(addr, PeerServerCredentials(credentials), &port_);
   impl_->server = builder.BuildAndStart();
   if (!impl_->server || port_ == 0) {
     impl_->server.reset();

@@ -18,6 +18,7 @@ namespace tierkv {
 
 class Inventory;
 class GrantTable;
+struct PeerCredentials;
 
 struct PeerIdentity {
   std::string node_id;
@@ -38,8 +39,10 @@ class PeerServer {
   void SetInventory(Inventory* inventory);
   // The source grants' owner side, Authorize and Release (before Start; may be null).
   void SetGrants(GrantTable* grants);
-  // Errors: UNAVAILABLE naming the address when it cannot be bound.
-  Status Start(const std::string& addr);
+  // `credentials` null: plaintext; else mutual TLS (a client must present a
+  // certificate the CA signed). Errors: UNAVAILABLE naming the address when it
+  // cannot be bound.
+  Status Start(const std::string& addr, const PeerCredentials* credentials = nullptr);
   // Stops accepting, lets calls in flight finish for up to `grace_ms`.
   void Stop(int64_t grace_ms = 2000);
   int port() const { return port_; }

@@ -323,6 +323,12 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "cluster mode: a source grant not released by its requester ends after this");
   app.add_option("--data-connections", cl.data_connections,
                  "cluster mode: data channel connections to each peer");
+  app.add_option("--peer-tls-cert", cl.peer_tls_cert,
+                 "cluster mode: PEM certificate chain this manager presents to peers (mutual TLS "
+                 "on peer gRPC and the data channel)");
+  app.add_option("--peer-tls-key", cl.peer_tls_key, "cluster mode: PEM key of --peer-tls-cert");
+  app.add_option("--peer-tls-ca", cl.peer_tls_ca,
+                 "cluster mode: PEM CA that must have signed every peer's certificate");
   app.add_option("--remote-read-lookahead", cl.remote_lookahead,
                  "cluster mode: authorize the next segment of a remote read while the current "
                  "one is read (true/false)");
@@ -406,6 +412,15 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   }
   if (cl.data_connections < 1 || cl.data_connections > 64) {
     return InvalidArgument("--data-connections must be between 1 and 64");
+  }
+  const int tls_given =
+      !cl.peer_tls_cert.empty() + !cl.peer_tls_key.empty() + !cl.peer_tls_ca.empty();
+  if (tls_given != 0 && tls_given != 3) {
+    return InvalidArgument("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together");
+  }
+  if (tls_given != 0 && !cl.enabled()) {
+    return InvalidArgument(
+        "--peer-tls-cert, --peer-tls-key and --peer-tls-ca need --etcd-endpoints");
   }
   c.rest.rank = c.server.rank;
   c.rest.events_queue_capacity = c.events.queue_capacity;

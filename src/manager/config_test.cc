@@ -230,6 +230,10 @@ TEST(Config, InvalidClusterFlagsNameTheOption) {
        "--transfer-grant-timeout-ms"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--data-connections", "0"},
        "--data-connections"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--peer-tls-cert", "a.crt"},
+       "go together"},
+      {{"--peer-tls-cert", "a.crt", "--peer-tls-key", "a.key", "--peer-tls-ca", "ca.crt"},
+       "need --etcd-endpoints"},
   };
   for (const Case& k : cases) {
     auto c = Parse(k.args);

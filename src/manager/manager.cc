@@ -51,9 +51,13 @@ Status Manager::PrepareCluster() {
   return Status::Ok();
 }
 
-void Manager::WireRemoteReads() {
+Status Manager::WireRemoteReads() {
   const ClusterConfig& cl = config_.cluster;
   Membership* mem = membership_.get();
+  const transfer::TlsFiles tls{cl.peer_tls_cert, cl.peer_tls_key, cl.peer_tls_ca};
+  Result<std::shared_ptr<const PeerCredentials>> creds = LoadPeerCredentials(tls);
+  if (!creds.ok()) return creds.status();
+  peer_credentials_ = std::move(*creds);
   GrantOptions go;
   go.runtime_uuid = mem->runtime_uuid();
   go.budget_bytes = cl.transfer_budget;
@@ -62,21 +66,27 @@ void Manager::WireRemoteReads() {
   grants_ = std::make_unique<GrantTable>(go, store_.get());
   transfer::DataServerOptions dso;
   dso.listen = cl.data_addr;
+  dso.tls = tls;
   if (dso.listen.empty()) {  // the --addr host, a port of the system's choosing
     dso.listen = cl.addr.substr(0, cl.addr.rfind(':')) + ":0";
   }
   data_server_ = std::make_unique<transfer::DataServer>(dso, grants_.get());
   transfer::TcpTransportOptions to;
   to.connections_per_peer = cl.data_connections;
-  transport_ = std::make_unique<transfer::TcpTransport>(to);
+  to.tls = tls;
+  Result<std::unique_ptr<transfer::TcpTransport>> transport = transfer::TcpTransport::Create(to);
+  if (!transport.ok()) return transport.status();
+  transport_ = std::move(*transport);
   FetcherOptions fo;
   fo.node_id = config_.node_id;
   fo.runtime_uuid = mem->runtime_uuid();
   fo.parallel_reads = cl.data_connections;
   fo.lookahead = cl.remote_lookahead;
+  fo.credentials = peer_credentials_;
   fetcher_ = std::make_unique<RemoteFetcher>(fo, store_.get(), index_.get(), transport_.get());
   transfer_view_ =
       std::make_unique<TransferView>(fetcher_.get(), grants_.get(), data_server_.get());
+  return Status::Ok();
 }
 
 Status Manager::StartDataChannel() {
@@ -134,9 +144,10 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     io.coalesce_ms = cfg.cluster.coalesce_ms;
     io.scope_kind = cfg.cluster.scope_kind;
     io.scope_namespaces = cfg.cluster.scope_namespaces;
+    if (Status st = m->WireRemoteReads(); !st.ok()) return st;
+    io.credentials = m->peer_credentials_;
     m->inventory_ = std::make_unique<Inventory>(io, m->store_.get(), m->index_.get());
     Inventory* inv = m->inventory_.get();
-    m->WireRemoteReads();
     RemoteFetcher* fetcher = m->fetcher_.get();
     GrantTable* grants = m->grants_.get();
     mem->SetListener([inv, fetcher, grants](const std::vector<MemberView>& members) {
@@ -188,7 +199,7 @@ Status Manager::Start() {
     peer_server_->SetGrants(grants_.get());
     membership_->set_rest_url(rest_->url());
     Status st = StartDataChannel();
-    if (st.ok()) st = peer_server_->Start(config_.cluster.addr);
+    if (st.ok()) st = peer_server_->Start(config_.cluster.addr, peer_credentials_.get());
     if (st.ok()) st = membership_->Register();
     if (!st.ok()) {
       Stop();

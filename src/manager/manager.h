@@ -23,6 +23,7 @@
 #include "cluster/ha_state.h"
 #include "cluster/inventory.h"
 #include "cluster/membership.h"
+#include "cluster/peer_credentials.h"
 #include "cluster/peer_server.h"
 #include "common/clock.h"
 #include "etcd/etcd_client.h"
@@ -66,8 +67,8 @@ class Manager {
  private:
   explicit Manager(const ManagerConfig& config) : config_(config) {}
   Status OpenSsd();
-  Status PrepareCluster();  // etcd client, membership, format check, rank
-  void WireRemoteReads();   // grants, data channel, fetcher
+  Status PrepareCluster();   // etcd client, membership, format check, rank
+  Status WireRemoteReads();  // peer credentials, grants, data channel, fetcher
   Status StartDataChannel();
 
   ManagerConfig config_;
@@ -84,6 +85,7 @@ class Manager {
   std::unique_ptr<ClusterIndexAdapter> index_view_;
   // Remote reads. Destroyed in reverse: the data channel before the grants it
   // reads through, the grants before the store they pin.
+  std::shared_ptr<const PeerCredentials> peer_credentials_;  // null: plaintext
   std::unique_ptr<GrantTable> grants_;
   std::unique_ptr<transfer::DataServer> data_server_;
   std::unique_ptr<transfer::TcpTransport> transport_;

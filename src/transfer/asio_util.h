@@ -4,11 +4,13 @@
 
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
+#include <asio/ssl.hpp>
 #include <chrono>
 #include <cstdint>
 #include <string>
 
 #include "tierkv/status.h"
+#include "transfer/tls.h"
 
 namespace tierkv::transfer {
 
@@ -18,6 +20,11 @@ inline constexpr auto kAwaitTuple = asio::experimental::as_tuple(asio::use_await
 // "HOST:PORT" (HOST a name or an address; "[v6]:PORT" too) resolved to one
 // TCP endpoint. INVALID_ARGUMENT / UNAVAILABLE (cannot resolve).
 Result<asio::ip::tcp::endpoint> ResolveEndpoint(asio::io_context& io, const std::string& hostport);
+
+// A TLS 1.2+ context that presents `files.cert` and requires the peer's
+// certificate, verified against `files.ca`. INVALID_ARGUMENT naming the file
+// that cannot be loaded.
+Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const TlsFiles& files, bool server);
 
 // How long moving `bytes` may take: the base timeout plus one second per 64 MiB.
 inline std::chrono::milliseconds IoBudget(int64_t base_ms, uint64_t bytes) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/ssl.hpp>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -22,11 +23,18 @@ struct DataServer::Impl {
 
   asio::awaitable<void> Accept();
   asio::awaitable<void> Serve(tcp::socket sock);
+  // With TLS: the handshake (the peer must present a certificate the CA
+  // signed), then the same requests.
+  asio::awaitable<void> ServeTls(tcp::socket sock);
+  template <class Stream>
+  asio::awaitable<void> ServeOn(Stream& sock);
   // Sends an error reply; false when the connection is gone.
-  asio::awaitable<bool> Refuse(tcp::socket& sock, asio::steady_timer& timer, const Status& st);
+  template <class Stream>
+  asio::awaitable<bool> Refuse(Stream& sock, asio::steady_timer& timer, const Status& st);
 
   const DataServerOptions options;
   GrantSource* const source;
+  std::unique_ptr<asio::ssl::context> tls;  // null: plaintext
   // Both go in Stop: destroying the context destroys the coroutines of the
   // connections still open, and with them the grant holds they had.
   std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>();
@@ -53,12 +61,13 @@ asio::awaitable<void> DataServer::Impl::Accept() {
     }
     connections.fetch_add(1);
     connections_total.fetch_add(1);
-    asio::co_spawn(*io, Serve(std::move(sock)),
+    asio::co_spawn(*io, tls ? ServeTls(std::move(sock)) : Serve(std::move(sock)),
                    [this](std::exception_ptr) { connections.fetch_sub(1); });
   }
 }
 
-asio::awaitable<bool> DataServer::Impl::Refuse(tcp::socket& sock, asio::steady_timer& timer,
+template <class Stream>
+asio::awaitable<bool> DataServer::Impl::Refuse(Stream& sock, asio::steady_timer& timer,
                                                const Status& st) {
   refusals.fetch_add(1);
   std::string text = st.message().substr(0, kMaxErrorBytes);
@@ -73,6 +82,26 @@ asio::awaitable<bool> DataServer::Impl::Refuse(tcp::socket& sock, asio::steady_t
 asio::awaitable<void> DataServer::Impl::Serve(tcp::socket sock) {
   asio::error_code ignored;
   sock.set_option(tcp::no_delay(true), ignored);
+  co_await ServeOn(sock);
+}
+
+asio::awaitable<void> DataServer::Impl::ServeTls(tcp::socket sock) {
+  asio::error_code ignored;
+  sock.set_option(tcp::no_delay(true), ignored);
+  asio::ssl::stream<tcp::socket> stream(std::move(sock), *tls);
+  asio::steady_timer timer(stream.get_executor());
+  timer.expires_after(std::chrono::milliseconds(options.io_timeout_ms));
+  auto shook = co_await (stream.async_handshake(asio::ssl::stream_base::server, kAwaitTuple) ||
+                         timer.async_wait(kAwaitTuple));
+  if (shook.index() != 0 || std::get<0>(std::get<0>(shook))) {
+    refused.fetch_add(1);  // no certificate the CA signed, or no TLS at all
+    co_return;
+  }
+  co_await ServeOn(stream);
+}
+
+template <class Stream>
+asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
   asio::steady_timer timer(sock.get_executor());
   std::array<uint8_t, kRequestBytes> in{};
   std::array<uint8_t, kResponseBytes> head{};
@@ -132,6 +161,11 @@ Status DataServer::Start() {
                   "cannot listen on --data-addr " + impl_->options.listen + ": " + ec.message());
   }
   impl_->port = impl_->acceptor->local_endpoint().port();
+  if (impl_->options.tls.enabled()) {
+    Result<std::unique_ptr<asio::ssl::context>> ctx = MakeTlsContext(impl_->options.tls, true);
+    if (!ctx.ok()) return ctx.status();
+    impl_->tls = std::move(*ctx);
+  }
   impl_->work.emplace(impl_->io->get_executor());
   asio::co_spawn(*impl_->io, impl_->Accept(), asio::detached);
   for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {

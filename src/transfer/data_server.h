@@ -11,6 +11,10 @@
 // one second per 64 MiB, is closed (the grant's hold is dropped with it). At
 // most max_connections are open; more are closed at accept (counted).
 //
+// With TLS (options.tls) a connection must complete a TLS handshake with a
+// certificate signed by the CA within io_timeout_ms, or it is closed (counted
+// as refused).
+//
 // Thread-safety: Start/Stop from one thread; Stats from any.
 #ifndef TIERKV_TRANSFER_DATA_SERVER_H_
 #define TIERKV_TRANSFER_DATA_SERVER_H_
@@ -20,6 +24,7 @@
 #include <string>
 
 #include "tierkv/status.h"
+#include "transfer/tls.h"
 #include "transfer/transport.h"
 
 namespace tierkv::transfer {
@@ -30,6 +35,7 @@ struct DataServerOptions {
   size_t max_connections = 256;
   int64_t idle_timeout_ms = 300000;
   int64_t io_timeout_ms = 10000;
+  TlsFiles tls;  // enabled: every connection is TLS with a certificate the CA signed
 };
 
 struct DataServerStats {
@@ -49,7 +55,8 @@ class DataServer {
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
 
-  // Binds and starts serving. Errors: INVALID_ARGUMENT (bad address),
+  // Binds and starts serving. Errors: INVALID_ARGUMENT (bad address, TLS
+  // files that cannot be loaded),
   // UNAVAILABLE (cannot bind; the message names the address).
   Status Start();
   // Closes the listener and every connection, and joins the threads. Idempotent.

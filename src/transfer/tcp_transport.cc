@@ -14,6 +14,8 @@ using asio::ip::tcp;
 struct TcpTransport::Conn {
   asio::io_context io;
   tcp::socket sock{io};
+  std::unique_ptr<asio::ssl::stream<tcp::socket>> tls;  // with TLS: owns the socket
+  tcp::socket& lowest() { return tls ? tls->next_layer() : sock; }
 };
 
 namespace {
@@ -24,8 +26,9 @@ Status Lost(const std::string& endpoint, const std::string& what) {
 
 // Runs `op` (a coroutine on conn.io) to its end or until `budget` passes, in
 // which case the socket is closed and the call fails.
-Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::milliseconds budget,
-                  asio::awaitable<Status> op, const std::string& endpoint) {
+template <class Op>
+Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::milliseconds budget, Op op,
+                  const std::string& endpoint) {
   std::optional<Status> result;
   io.restart();
   asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, Status st) {
@@ -44,8 +47,9 @@ Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::millisec
 
 // *in_step: the connection may carry another request (an answer, or a
 // refusal read to its end).
-asio::awaitable<Status> ReadOnce(tcp::socket& sock, ReadRequest req, uint8_t* dest,
-                                 std::string endpoint, bool* in_step) {
+template <class Stream>
+asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, std::string endpoint,
+                                 bool* in_step) {
   std::array<uint8_t, kRequestBytes> out{};
   EncodeRequest(req, out.data());
   auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(out), kAwaitTuple);
@@ -87,6 +91,12 @@ asio::awaitable<Status> ConnectOnce(tcp::socket& sock, tcp::endpoint ep, std::st
   co_return Status::Ok();
 }
 
+asio::awaitable<Status> HandshakeOnce(asio::ssl::stream<tcp::socket>& tls, std::string endpoint) {
+  auto [ec] = co_await tls.async_handshake(asio::ssl::stream_base::client, kAwaitTuple);
+  if (ec) co_return Lost(endpoint, "TLS handshake failed: " + ec.message());
+  co_return Status::Ok();
+}
+
 }  // namespace
 
 TcpTransport::TcpTransport(TcpTransportOptions options)
@@ -94,6 +104,16 @@ TcpTransport::TcpTransport(TcpTransportOptions options)
         if (options.connections_per_peer == 0) options.connections_per_peer = 1;
         return options;
       }()) {}
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportOptions options) {
+  std::unique_ptr<TcpTransport> t(new TcpTransport(std::move(options)));
+  if (t->options_.tls.enabled()) {
+    Result<std::unique_ptr<asio::ssl::context>> ctx = MakeTlsContext(t->options_.tls, false);
+    if (!ctx.ok()) return ctx.status();
+    t->tls_ = std::move(*ctx);
+  }
+  return t;
+}
 
 TcpTransport::~TcpTransport() = default;
 
@@ -121,6 +141,12 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(const std::str
     st = RunBounded(conn->io, conn->sock, std::chrono::milliseconds(options_.connect_timeout_ms),
                     ConnectOnce(conn->sock, *ep, endpoint), endpoint);
   }
+  if (st.ok() && tls_) {
+    conn->tls = std::make_unique<asio::ssl::stream<tcp::socket>>(std::move(conn->sock), *tls_);
+    st =
+        RunBounded(conn->io, conn->lowest(), std::chrono::milliseconds(options_.connect_timeout_ms),
+                   HandshakeOnce(*conn->tls, endpoint), endpoint);
+  }
   if (!st.ok()) {
     Return(endpoint, std::move(conn), false);
     return st;
@@ -145,8 +171,11 @@ Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, u
   if (!conn.ok()) return conn.status();
   Conn& c = **conn;
   bool in_step = false;
-  Status st = RunBounded(c.io, c.sock, IoBudget(options_.io_timeout_ms, req.length),
-                         ReadOnce(c.sock, req, dest, endpoint, &in_step), endpoint);
+  const auto budget = IoBudget(options_.io_timeout_ms, req.length);
+  Status st = c.tls ? RunBounded(c.io, c.lowest(), budget,
+                                 ReadOnce(*c.tls, req, dest, endpoint, &in_step), endpoint)
+                    : RunBounded(c.io, c.sock, budget,
+                                 ReadOnce(c.sock, req, dest, endpoint, &in_step), endpoint);
   Return(endpoint, std::move(*conn), in_step);
   return st;
 }

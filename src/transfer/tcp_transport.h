@@ -7,6 +7,8 @@
 // that follows them. A connection that failed or timed out is closed, never
 // reused. Each call runs its connection's own io_context on the calling
 // thread, so a READ is bounded by io_timeout_ms plus one second per 64 MiB.
+// With TLS every connection does a handshake that presents this manager's
+// certificate and requires the owner's to chain to the CA.
 //
 // Thread-safety: thread-safe.
 #ifndef TIERKV_TRANSFER_TCP_TRANSPORT_H_
@@ -20,7 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "transfer/tls.h"
 #include "transfer/transport.h"
+
+namespace asio::ssl {
+class context;
+}
 
 namespace tierkv::transfer {
 
@@ -28,17 +35,20 @@ struct TcpTransportOptions {
   size_t connections_per_peer = 4;
   int64_t connect_timeout_ms = 3000;
   int64_t io_timeout_ms = 10000;
+  TlsFiles tls;  // enabled: connections are TLS, presenting cert, verifying the owner's by ca
 };
 
 class TcpTransport final : public DataTransport {
  public:
-  explicit TcpTransport(TcpTransportOptions options);
+  // Errors: INVALID_ARGUMENT (TLS files that cannot be loaded).
+  static Result<std::unique_ptr<TcpTransport>> Create(TcpTransportOptions options);
   ~TcpTransport() override;
 
   Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) override;
   void Forget(const std::string& endpoint) override;
 
  private:
+  explicit TcpTransport(TcpTransportOptions options);
   struct Conn;
   struct Pool {
     std::vector<std::unique_ptr<Conn>> idle;
@@ -48,6 +58,7 @@ class TcpTransport final : public DataTransport {
   void Return(const std::string& endpoint, std::unique_ptr<Conn> conn, bool reusable);
 
   const TcpTransportOptions options_;
+  std::unique_ptr<asio::ssl::context> tls_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Pool> pools_;
