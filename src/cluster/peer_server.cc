@@ -4,7 +4,9 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <set>
 
+#include "cluster/fetcher.h"
 #include "cluster/grants.h"
 #include "cluster/inventory_stream.h"
 #include "cluster/peer_rpc.h"
@@ -12,6 +14,16 @@
 
 namespace tierkv {
 namespace {
+
+grpc::Status Unimplemented() {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no drain participant on this manager");
+}
+
+void AddResult(peer::ItemResults* out, const Status& st) {
+  peer::GrantedItem* g = out->add_items();
+  g->set_code(static_cast<uint32_t>(st.code()));
+  if (!st.ok()) g->set_message(st.message());
+}
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -73,8 +85,60 @@ class PeerService final : public tierkv::peer::Peer::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status DrainList(grpc::ServerContext*, const peer::DrainListRequest* req,
+                         peer::DrainListResponse* out) override {
+    if (store_ == nullptr) return Unimplemented();
+    const uint32_t medium = req->medium();
+    std::set<std::pair<std::string, std::string>> seen;  // a whole node lists each object once
+    store_->Snapshot(1024, [&](std::span<const SnapshotRecord> page) {
+      for (const SnapshotRecord& r : page) {
+        if (medium != 255 ? static_cast<uint32_t>(r.medium) != medium
+                          : !seen.emplace(r.tenant, r.key).second) {
+          continue;
+        }
+        peer::InventoryRecord* o = out->add_records();
+        o->set_tenant(r.tenant);
+        o->set_key(r.key);
+        o->set_name_space(r.name_space);
+        o->set_medium(static_cast<uint32_t>(r.medium));
+        o->set_size(r.size);
+        o->set_generation(r.generation);
+        o->set_sequence(r.sequence);
+      }
+    });
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Pull(grpc::ServerContext*, const peer::PullRequest* req,
+                    peer::ItemResults* out) override {
+    if (fetcher_ == nullptr) return Unimplemented();
+    std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
+    for (const Status& st : fetcher_->Fetch(req->tenant(), keys)) AddResult(out, st);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Drop(grpc::ServerContext*, const peer::DropRequest* req,
+                    peer::ItemResults* out) override {
+    if (store_ == nullptr) return Unimplemented();
+    constexpr uint64_t kDropPins = uint64_t{1} << 61;  // pin owner id for the check
+    for (const peer::GrantItem& g : req->items()) {
+      const ObjectRef ref{req->tenant(), g.key()};
+      // Removed only while it is still the value that was moved.
+      Result<PinGrant> pin = store_->Pin(kDropPins, ref, g.generation(), 0);
+      if (!pin.ok()) {
+        AddResult(out, pin.status());
+        continue;
+      }
+      (void)store_->Unpin(kDropPins, pin->pin_id);
+      AddResult(out, store_->Remove(Caller(0, 0), ref));
+    }
+    return grpc::Status::OK;
+  }
+
   tierkv::Inventory* inventory_ = nullptr;
   GrantTable* grants_ = nullptr;
+  Store* store_ = nullptr;
+  RemoteFetcher* fetcher_ = nullptr;
 
  private:
   std::function<PeerIdentity()> identity_;
@@ -94,6 +158,10 @@ PeerServer::~PeerServer() { Stop(0); }
 
 void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
 void PeerServer::SetGrants(GrantTable* grants) { impl_->service.grants_ = grants; }
+void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher) {
+  impl_->service.store_ = store;
+  impl_->service.fetcher_ = fetcher;
+}
 
 Status PeerServer::Start(const std::string& addr, const PeerCredentials* credentials) {
   grpc::EnableDefaultHealthCheckService(true);

@@ -18,6 +18,8 @@ namespace tierkv {
 
 class Inventory;
 class GrantTable;
+class RemoteFetcher;
+class Store;
 struct PeerCredentials;
 
 struct PeerIdentity {
@@ -39,6 +41,9 @@ class PeerServer {
   void SetInventory(Inventory* inventory);
   // The source grants' owner side, Authorize and Release (before Start; may be null).
   void SetGrants(GrantTable* grants);
+  // Drain jobs' participant side (before Start): DrainList and Drop on
+  // `store`, Pull through `fetcher`.
+  void SetDrainParticipant(Store* store, RemoteFetcher* fetcher);
   // `credentials` null: plaintext; else mutual TLS (a client must present a
   // certificate the CA signed). Errors: UNAVAILABLE naming the address when it
   // cannot be bound.

@@ -344,12 +344,52 @@ void RestServer::CapacityRoutes() {
                SendJson(res, j);
              });
 
-  auto not_supported = [](const httplib::Request&, httplib::Response& res) {
-    SendError(res, "Not supported");
-  };
-  http_->Post("/api/v1/drain_jobs", not_supported);
-  http_->Get("/api/v1/drain_jobs/query", not_supported);
-  http_->Post("/api/v1/drain_jobs/cancel", not_supported);
+  DrainJobs* drain = deps_.drain;
+  if (drain == nullptr) {  // standalone
+    auto not_supported = [](const httplib::Request&, httplib::Response& res) {
+      SendError(res, "Not supported");
+    };
+    http_->Post("/api/v1/drain_jobs", not_supported);
+    http_->Get("/api/v1/drain_jobs/query", not_supported);
+    http_->Post("/api/v1/drain_jobs/cancel", not_supported);
+    return;
+  }
+  // Cluster mode: one-line text summaries (DrainSummary's field order).
+  http_->Post("/api/v1/drain_jobs", [drain](const httplib::Request& req, httplib::Response& res) {
+    const Json body = Json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    if (!body.is_object()) return SendError(res, "the body must be a JSON object");
+    auto text = [&](const char* name) -> std::string {
+      return body.contains(name) && body[name].is_string() ? body[name].get<std::string>() : "";
+    };
+    for (const auto& [k, v] : body.items()) {
+      if ((k != "segment" && k != "node") || !v.is_string()) {
+        return SendError(res,
+                         "unknown or non-string field '" + k + "' (give \"segment\" or \"node\")");
+      }
+    }
+    Result<std::string> id = drain->Start(text("segment"), text("node"));
+    if (!id.ok()) return SendError(res, id.status().message());
+    Result<DrainJobView> v = drain->Query(*id);
+    if (!v.ok()) return SendError(res, v.status().message());
+    SendText(res, DrainSummary(*v));
+  });
+  http_->Get("/api/v1/drain_jobs/query",
+             [drain](const httplib::Request& req, httplib::Response& res) {
+               std::string id;
+               if (!Param(req, res, "job_id", &id)) return;
+               Result<DrainJobView> v = drain->Query(id);
+               if (!v.ok()) return SendError(res, v.status().message());
+               SendText(res, DrainSummary(*v));
+             });
+  http_->Post("/api/v1/drain_jobs/cancel",
+              [drain](const httplib::Request& req, httplib::Response& res) {
+                std::string id;
+                if (!Param(req, res, "job_id", &id)) return;
+                if (Status st = drain->Cancel(id); !st.ok()) return SendError(res, st.message());
+                Result<DrainJobView> v = drain->Query(id);
+                if (!v.ok()) return SendError(res, v.status().message());
+                SendText(res, DrainSummary(*v));
+              });
 }
 
 void RestServer::MemoryRoutes() {

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "cluster/drain.h"
 #include "cluster/ha_state.h"
 #include "events/publisher.h"
 #include "http/http_gate.h"
@@ -65,6 +66,7 @@ struct RestDeps {
   MetadataStore* metadata = nullptr;
   ClusterIndexView* cluster_index = nullptr;        // null when standalone
   const TransferStatsProvider* transfer = nullptr;  // null when standalone
+  DrainJobs* drain = nullptr;                       // null when standalone
 };
 
 class RestServer {

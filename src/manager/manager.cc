@@ -163,6 +163,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     m->catalog_ = std::make_unique<IndexCatalog>(m->index_.get(), fetcher, cfg.cluster.scope_kind,
                                                  cfg.cluster.scope_namespaces);
     m->server_->SetCatalog(m->catalog_.get());
+    m->drain_ = std::make_unique<DrainJobs>(mem, cfg.node_id, m->peer_credentials_);
   } else {
     Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(cfg.data_dir);
     if (!meta.ok()) return meta.status();
@@ -170,7 +171,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   }
   m->rest_ = std::make_unique<RestServer>(
       cfg.rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha,
-                         m->metadata_.get(), index_view, m->transfer_view_.get()});
+                         m->metadata_.get(), index_view, m->transfer_view_.get(), m->drain_.get()});
   return m;
 }
 
@@ -197,6 +198,7 @@ Status Manager::Start() {
     });
     peer_server_->SetInventory(inventory_.get());
     peer_server_->SetGrants(grants_.get());
+    peer_server_->SetDrainParticipant(store_.get(), fetcher_.get());
     membership_->set_rest_url(rest_->url());
     Status st = StartDataChannel();
     if (st.ok()) st = peer_server_->Start(config_.cluster.addr, peer_credentials_.get());
@@ -213,6 +215,7 @@ Status Manager::Start() {
 void Manager::Stop() {
   // Leave the cluster first: fence, let peer calls finish, then give up the
   // lease and the member record.
+  if (drain_) drain_->Stop();  // a running job stops between batches
   if (membership_) membership_->BeginShutdown();
   if (inventory_) inventory_->Stop();      // owner streams end with a reset, followers stop
   if (peer_server_) peer_server_->Stop();  // authorizations in flight end

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cluster/cluster_index.h"
+#include "cluster/drain.h"
 #include "cluster/fetcher.h"
 #include "cluster/global_index.h"
 #include "cluster/grants.h"
@@ -91,6 +92,7 @@ class Manager {
   std::unique_ptr<transfer::TcpTransport> transport_;
   std::unique_ptr<RemoteFetcher> fetcher_;
   std::unique_ptr<TransferView> transfer_view_;
+  std::unique_ptr<DrainJobs> drain_;
   std::unique_ptr<IndexCatalog> catalog_;
   std::unique_ptr<RestServer> rest_;
   std::string ssd_error_;

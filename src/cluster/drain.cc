@@ -1,0 +1,219 @@
+#include "cluster/drain.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "cluster/peer_rpc.h"
+#include "common/clock.h"
+#include "peer.grpc.pb.h"
+#include "tierkv/types.h"
+
+namespace tierkv {
+
+struct DrainJobs::Job {
+  DrainJobView view;  // mu_
+  std::atomic<bool> cancel{false};
+  uint32_t medium = 255;
+};
+
+namespace {
+
+constexpr size_t kBatch = 64;
+
+std::chrono::system_clock::time_point In(int64_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+int64_t NowMs() { return RealClock()->NowUnixMillis(); }
+
+}  // namespace
+
+std::string DrainSummary(const DrainJobView& v) {
+  return "job_id=" + v.id + " state=" + v.state + " source=" + v.source +
+         " segment=" + (v.segment.empty() ? "-" : v.segment) +
+         " objects_total=" + std::to_string(v.total) + " objects_moved=" + std::to_string(v.moved) +
+         " objects_failed=" + std::to_string(v.failed) + " bytes_moved=" + std::to_string(v.bytes) +
+         " started_ms=" + std::to_string(v.started_unix_ms) +
+         " finished_ms=" + std::to_string(v.finished_unix_ms);
+}
+
+DrainJobs::DrainJobs(const HaStateProvider* membership, std::string self,
+                     std::shared_ptr<const PeerCredentials> credentials)
+    : membership_(membership), self_(std::move(self)), credentials_(std::move(credentials)) {}
+
+DrainJobs::~DrainJobs() { Stop(); }
+
+void DrainJobs::Stop() {
+  std::thread t;
+  {
+    std::lock_guard lock(mu_);
+    if (running_) running_->cancel = true;
+    t = std::move(runner_);
+  }
+  if (t.joinable()) t.join();
+}
+
+Result<std::string> DrainJobs::Start(const std::string& segment, const std::string& node) {
+  const HaState ha = membership_->Get();
+  if (ha.role != "leader") {
+    return Status(Code::kUnavailable,
+                  "drain jobs run on the coordinator; this manager is not it (coordinator: " +
+                      ha.leader_address + ")");
+  }
+  if (segment.empty() == node.empty()) {
+    return InvalidArgument("give the segment to drain or the node, not both");
+  }
+  const ClusterView cv = membership_->Members();
+  auto job = std::make_shared<Job>();
+  std::string source = node;
+  if (!segment.empty()) {
+    // rank-<R>-dram | rank-<R>-ssd
+    const size_t dash = segment.rfind('-');
+    const std::string kind = dash == std::string::npos ? "" : segment.substr(dash + 1);
+    uint32_t rank = 0;
+    bool parsed = segment.rfind("rank-", 0) == 0 && dash > 5 && (kind == "dram" || kind == "ssd");
+    if (parsed) {
+      try {
+        rank = static_cast<uint32_t>(std::stoul(segment.substr(5, dash - 5)));
+      } catch (...) {
+        parsed = false;
+      }
+    }
+    if (!parsed) {
+      return InvalidArgument("segment must be rank-<rank>-dram or rank-<rank>-ssd, got '" +
+                             segment + "'");
+    }
+    job->medium =
+        kind == "dram" ? static_cast<uint32_t>(Medium::kDram) : static_cast<uint32_t>(Medium::kSsd);
+    for (const MemberView& m : cv.members) {
+      if (m.rank == rank) source = m.node_id;
+    }
+    if (source.empty()) return InvalidArgument("no live member has rank " + std::to_string(rank));
+  }
+  bool known = false;
+  size_t others = 0;
+  for (const MemberView& m : cv.members) {
+    known |= m.node_id == source;
+    others += m.node_id != source ? 1 : 0;
+  }
+  if (!known) return InvalidArgument("no live member is node '" + source + "'");
+  if (others == 0) return InvalidArgument("no other live manager to drain " + source + " to");
+  std::lock_guard lock(mu_);
+  if (running_) return Status(Code::kRetry, "drain job " + running_->view.id + " is running");
+  if (runner_.joinable()) runner_.join();  // the previous job's thread has ended
+  job->view.id = "job_" + std::to_string(next_id_++);
+  job->view.state = "running";
+  job->view.source = source;
+  job->view.segment = segment;
+  job->view.started_unix_ms = NowMs();
+  jobs_[job->view.id] = job;
+  order_.push_back(job->view.id);
+  while (order_.size() > 64) {
+    jobs_.erase(order_.front());
+    order_.pop_front();
+  }
+  running_ = job;
+  runner_ = std::thread([this, job] { Run(job); });
+  return job->view.id;
+}
+
+Result<DrainJobView> DrainJobs::Query(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound("no drain job '" + id + "'");
+  return it->second->view;
+}
+
+Status DrainJobs::Cancel(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound("no drain job '" + id + "'");
+  it->second->cancel = true;
+  return Status::Ok();
+}
+
+void DrainJobs::Run(const std::shared_ptr<Job>& job) {
+  auto finish = [&](const std::string& state, const std::string& error) {
+    std::lock_guard lock(mu_);
+    job->view.state = state;
+    job->view.error = error;
+    job->view.finished_unix_ms = NowMs();
+    running_.reset();
+  };
+  const ClusterView cv = membership_->Members();
+  std::unique_ptr<peer::Peer::Stub> source;
+  std::vector<std::unique_ptr<peer::Peer::Stub>> targets;
+  for (const MemberView& m : cv.members) {
+    auto stub = peer::Peer::NewStub(PeerChannel(m.endpoint, credentials_.get()));
+    if (m.node_id == job->view.source) {
+      source = std::move(stub);
+    } else {
+      targets.push_back(std::move(stub));
+    }
+  }
+  if (!source || targets.empty()) return finish("failed", "the source or every target left");
+  peer::DrainListResponse listing;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30000));
+    peer::DrainListRequest req;
+    req.set_medium(job->medium);
+    const grpc::Status gs = source->DrainList(&ctx, req, &listing);
+    if (!gs.ok()) return finish("failed", "listing the source: " + gs.error_message());
+  }
+  {
+    std::lock_guard lock(mu_);
+    job->view.total = static_cast<uint64_t>(listing.records_size());
+  }
+  // Batches of one tenant, sent to the targets in turn.
+  std::map<std::string, std::vector<const peer::InventoryRecord*>> by_tenant;
+  for (const peer::InventoryRecord& r : listing.records()) by_tenant[r.tenant()].push_back(&r);
+  size_t turn = 0;
+  for (const auto& [tenant, recs] : by_tenant) {
+    for (size_t at = 0; at < recs.size(); at += kBatch) {
+      if (job->cancel) return finish("cancelled", "");
+      const size_t end = std::min(recs.size(), at + kBatch);
+      peer::PullRequest pull;
+      pull.set_tenant(tenant);
+      for (size_t i = at; i < end; ++i) pull.add_keys(recs[i]->key());
+      peer::ItemResults pulled;
+      grpc::ClientContext pctx;
+      pctx.set_deadline(In(120000));
+      const grpc::Status ps = targets[turn++ % targets.size()]->Pull(&pctx, pull, &pulled);
+      peer::DropRequest drop;
+      drop.set_tenant(tenant);
+      std::vector<const peer::InventoryRecord*> dropping;
+      for (size_t i = at; i < end; ++i) {
+        const bool ok = ps.ok() && static_cast<size_t>(pulled.items_size()) == end - at &&
+                        pulled.items(static_cast<int>(i - at)).code() == 0;
+        if (!ok) continue;
+        peer::GrantItem* g = drop.add_items();
+        g->set_tenant(tenant);
+        g->set_key(recs[i]->key());
+        g->set_generation(recs[i]->generation());
+        dropping.push_back(recs[i]);
+      }
+      uint64_t moved = 0, bytes = 0;
+      if (!dropping.empty()) {
+        peer::ItemResults dropped;
+        grpc::ClientContext dctx;
+        dctx.set_deadline(In(30000));
+        const grpc::Status ds = source->Drop(&dctx, drop, &dropped);
+        for (size_t j = 0;
+             ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {
+          if (dropped.items(static_cast<int>(j)).code() != 0) continue;
+          ++moved;
+          bytes += dropping[j]->size();
+        }
+      }
+      std::lock_guard lock(mu_);
+      job->view.moved += moved;
+      job->view.bytes += bytes;
+      job->view.failed += (end - at) - moved;
+    }
+  }
+  finish("done", "");
+}
+
+}  // namespace tierkv

@@ -1,0 +1,187 @@
+// Drain jobs in cluster mode: the coordinator moves every object of a node to
+// the other managers through the grant path, under a running workload, with
+// nothing lost; query reports the one-line summary; cancel stops a job;
+// refusals are clear.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "cluster_util.h"
+
+namespace tierkv {
+namespace {
+
+using namespace cluster_test;
+using testing::ScrapeMetric;
+using testing::WaitFor;
+
+std::string Value(const std::string& key, size_t size) {
+  std::string v(size, '\0');
+  for (size_t i = 0; i < size; ++i) v[i] = static_cast<char>(key[i % key.size()] + i / 4096);
+  return v;
+}
+
+std::string Post(const ManagerProcess& m, const std::string& path, const std::string& body) {
+  httplib::Client http(m.rest());
+  http.set_read_timeout(10, 0);
+  auto res = http.Post(path, body, "application/json");
+  return res ? res->body : "";
+}
+
+// The summary's value of `field` ("" when absent).
+std::string Field(const std::string& line, const std::string& field) {
+  const size_t at = line.find(field + "=");
+  if (at == std::string::npos) return "";
+  const size_t from = at + field.size() + 1;
+  return line.substr(from, line.find(' ', from) - from);
+}
+
+TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  std::vector<Node> nodes;
+  for (const char* id : {"a", "b", "c"}) {
+    nodes.push_back(StartNode(etcd.endpoints(), cluster, id, {"--dram-size", "128MiB"}));
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    int coordinators = 0;
+    for (Node& n : nodes) coordinators += ScrapeMetric(*n.proc, "tierkv_cluster_coordinator") == 1;
+    return coordinators == 1;
+  }));
+  Node* coord = nullptr;
+  for (Node& n : nodes) {
+    if (ScrapeMetric(*n.proc, "tierkv_cluster_coordinator") == 1) coord = &n;
+  }
+  ASSERT_NE(coord, nullptr);
+  Node& src = nodes[1];  // b
+  auto cb = Client::Connect(src.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  std::vector<std::pair<std::string, size_t>> objs;
+  for (int i = 0; i < 200; ++i) {
+    objs.emplace_back("d" + std::to_string(i), 100 + static_cast<size_t>(i) * 1500);
+    ASSERT_TRUE((*cb)->Put(objs.back().first, Value(objs.back().first, objs.back().second)).ok());
+  }
+  for (Node& n : nodes) {
+    if (&n == &src) continue;
+    ASSERT_TRUE(WaitFor([&] {
+      return GetJson(*n.proc, "/cache/metadata")["index"]["entries"] == 200;
+    })) << n.id;
+  }
+  // Refusals: not the coordinator, bad input.
+  Node& other = coord == &nodes[0] ? nodes[2] : nodes[0];
+  EXPECT_NE(Post(*other.proc, "/api/v1/drain_jobs", R"({"node":"b"})").find("not it"),
+            std::string::npos);
+  EXPECT_NE(Post(*coord->proc, "/api/v1/drain_jobs", R"({"segment":"rank-x-dram"})")
+                .find("rank-<rank>-dram"),
+            std::string::npos);
+  EXPECT_NE(Post(*coord->proc, "/api/v1/drain_jobs", R"({"node":"zz"})").find("no live member"),
+            std::string::npos);
+  EXPECT_NE(Post(*coord->proc, "/api/v1/drain_jobs", R"({"nod":"b"})").find("unknown"),
+            std::string::npos);
+
+  // A workload on b while the drain runs: new puts, and reads of drained keys.
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, reads{0};
+  std::thread workload([&] {
+    auto c = Client::Connect(src.proc->uds());
+    if (!c.ok()) return ++bad, void();
+    std::mt19937 rng(3);
+    for (int i = 0; !stop; ++i) {
+      const std::string key = "w" + std::to_string(i);
+      if (!(*c)->Put(key, Value(key, 2000)).ok()) ++bad;
+      const auto& [k, size] = objs[rng() % objs.size()];
+      Result<std::string> v = (*c)->Get(k);
+      if (!v.ok() || *v != Value(k, size)) ++bad;
+      ++reads;
+    }
+  });
+  const std::string started = Post(*coord->proc, "/api/v1/drain_jobs", R"({"node":"b"})");
+  const std::string id = Field(started, "job_id");
+  ASSERT_FALSE(id.empty()) << started;
+  EXPECT_EQ(started.rfind("job_id=" + id + " state=", 0), 0u) << started;
+  std::string line;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        line = GetText(*coord->proc, "/api/v1/drain_jobs/query?job_id=" + id);
+        return Field(line, "state") != "running";
+      },
+      30000))
+      << line;
+  ASSERT_TRUE(WaitFor([&] { return reads.load() > 50; }));
+  stop = true;
+  workload.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(Field(line, "state"), "done") << line;
+  EXPECT_EQ(Field(line, "source"), "b");
+  const uint64_t total = std::stoull(Field(line, "objects_total"));
+  EXPECT_GE(total, 200u) << line;
+  EXPECT_EQ(Field(line, "objects_moved"), std::to_string(total)) << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+  EXPECT_NE(Field(line, "finished_ms"), "0");
+  // The originals left b and live on a or c, byte for byte.
+  LookupOptions local;
+  local.local_only = true;
+  auto ca = Client::Connect(nodes[0].proc->uds());
+  auto cc = Client::Connect(nodes[2].proc->uds());
+  ASSERT_TRUE(ca.ok() && cc.ok());
+  for (const auto& [k, size] : objs) {
+    const bool on_a = (*ca)->Exist(k, kDefaultTenant, local).ok();
+    const bool on_c = (*cc)->Exist(k, kDefaultTenant, local).ok();
+    EXPECT_TRUE(on_a || on_c) << k;
+    Result<std::string> v = on_a ? (*ca)->Get(k) : (*cc)->Get(k);
+    ASSERT_TRUE(v.ok()) << k;
+    EXPECT_TRUE(*v == Value(k, size)) << k;
+  }
+  // Unknown job; cancel of a finished job answers its summary.
+  EXPECT_NE(GetText(*coord->proc, "/api/v1/drain_jobs/query?job_id=job_99").find("no drain job"),
+            std::string::npos);
+  EXPECT_EQ(Field(Post(*coord->proc, "/api/v1/drain_jobs/cancel?job_id=" + id, ""), "state"),
+            "done");
+}
+
+TEST(Drain, CancelStopsAJobBetweenBatches) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "512MiB"});
+  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--dram-size", "512MiB"});
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  const std::string big(512 << 10, 'x');
+  for (int i = 0; i < 640; ++i) ASSERT_TRUE((*ca)->Put("k" + std::to_string(i), big).ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return GetJson(*b.proc, "/cache/metadata")["index"]["entries"] == 640; }));
+  const std::string id = Field(Post(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})"), "job_id");
+  ASSERT_FALSE(id.empty());
+  EXPECT_NE(Post(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})").find("is running"),
+            std::string::npos);
+  Post(*a.proc, "/api/v1/drain_jobs/cancel?job_id=" + id, "");
+  std::string line;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        line = GetText(*a.proc, "/api/v1/drain_jobs/query?job_id=" + id);
+        return Field(line, "state") != "running";
+      },
+      30000));
+  EXPECT_EQ(Field(line, "state"), "cancelled") << line;
+  const uint64_t moved = std::stoull(Field(line, "objects_moved"));
+  EXPECT_LT(moved, 640u) << line;
+  // What was moved is on b; what was not is still on a.
+  LookupOptions local;
+  local.local_only = true;
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  uint64_t on_a = 0, on_b = 0;
+  for (int i = 0; i < 640; ++i) {
+    const std::string k = "k" + std::to_string(i);
+    on_a += (*ca)->Exist(k, kDefaultTenant, local).ok();
+    on_b += (*cb)->Exist(k, kDefaultTenant, local).ok();
+  }
+  EXPECT_EQ(on_a, 640u - moved);
+  EXPECT_GE(on_b, moved);
+}
+
+}  // namespace
+}  // namespace tierkv
