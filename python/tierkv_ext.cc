@@ -267,7 +267,7 @@ class PyClient {
 
   // targets: buffers, or (address, length) tuples. Statuses carry the sizes.
   std::vector<ItemStatus> BatchGetInto(const py::list& keys, const py::list& targets,
-                                       const py::object& tenant) {
+                                       const py::object& tenant, bool exact) {
     if (keys.size() != targets.size()) {
       throw py::value_error("batch_get_into needs as many targets as keys");
     }
@@ -284,7 +284,10 @@ class PyClient {
         items.push_back({{}, bufs.back()->data(), bufs.back()->size()});
       }
     }
-    for (size_t i = 0; i < ks.size(); ++i) items[i].key = ks[i];
+    for (size_t i = 0; i < ks.size(); ++i) {
+      items[i].key = ks[i];
+      items[i].exact_size = exact;
+    }
     const std::string t = TenantOr(tenant);
     std::vector<tierkv::Result<size_t>> res;
     {
@@ -500,7 +503,7 @@ PYBIND11_MODULE(_tierkv, m) {
            py::arg("upsert") = false)
       .def("batch_get", &PyClient::BatchGet, py::arg("keys"), py::arg("tenant") = py::none())
       .def("batch_get_into", &PyClient::BatchGetInto, py::arg("keys"), py::arg("targets"),
-           py::arg("tenant") = py::none())
+           py::arg("tenant") = py::none(), py::arg("exact") = false)
       .def("exists", &PyClient::Exists, py::arg("key"), py::arg("tenant") = py::none(),
            py::arg("local_only") = false)
       .def("batch_exists", &PyClient::BatchExists, py::arg("keys"), py::arg("tenant") = py::none(),

@@ -71,6 +71,10 @@ struct GetItem {
   std::string_view key;
   void* buffer = nullptr;
   size_t capacity = 0;
+  // The value must be exactly `capacity` bytes: any other size fails the item
+  // with INVALID_ARGUMENT and nothing is copied (a fixed-size page never gets
+  // part of a value).
+  bool exact_size = false;
 };
 
 struct RemoveAllStats {
@@ -131,7 +135,8 @@ class Client {
 
   std::vector<Status> BatchPut(std::span<const PutItem> items,
                                std::string_view tenant = kDefaultTenant, bool upsert = false);
-  // Per item: the value length, or an error as for Get.
+  // Per item: the value length, or an error as for Get (and INVALID_ARGUMENT
+  // for an item with exact_size whose value has another size).
   std::vector<Result<size_t>> BatchGet(std::span<const GetItem> items,
                                        std::string_view tenant = kDefaultTenant);
   std::vector<Result<std::string>> BatchGet(std::span<const std::string_view> keys,

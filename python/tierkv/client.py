@@ -110,10 +110,12 @@ class Client:
         return self._c.batch_get(list(keys), tenant)
 
     def batch_get_into(self, keys: Sequence[Key], targets: Sequence[Buffer | tuple], *,
-                       tenant: str | None = None) -> list[_tierkv.Status]:
+                       tenant: str | None = None, exact: bool = False) -> list[_tierkv.Status]:
         """Copies each value into its target (a buffer or ``(address, length)``).
-        Returns one status per key; ``status.size`` is the value's length."""
-        return self._c.batch_get_into(list(keys), list(targets), tenant)
+        Returns one status per key; ``status.size`` is the value's length. With
+        ``exact`` a value whose size is not its target's fails with
+        ``INVALID_ARGUMENT`` and nothing is copied into that target."""
+        return self._c.batch_get_into(list(keys), list(targets), tenant, exact)
 
     def exists(self, key: Key, *, tenant: str | None = None, local_only: bool = False) -> bool:
         """True when stored. In cluster mode also when another manager holds it

@@ -543,6 +543,10 @@ std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
       keys, tenant,
       [&](size_t i, const char* data, size_t size) {
         if (size > items[i].capacity) return SizeMismatch(size, items[i].capacity);
+        if (items[i].exact_size && size != items[i].capacity) {
+          return InvalidArgument("the value is " + std::to_string(size) + " bytes, not the " +
+                                 std::to_string(items[i].capacity) + " asked (exact size)");
+        }
         std::memcpy(items[i].buffer, data, size);
         sizes[i] = size;
         bytes += size;

@@ -1,0 +1,1 @@
+"""Stand-in package for the tierkv tests (not SGLang)."""

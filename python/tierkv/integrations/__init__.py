@@ -1,0 +1,1 @@
+"""Inference engine integrations of tierkv (see docs/sglang.md)."""
