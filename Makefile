@@ -88,6 +88,7 @@ bench: build
 	$(BUILD_DIR)/tierkv_cluster_bench --json bench/results/cluster.json
 	$(BUILD_DIR)/tierkv_inventory_bench --json bench/results/inventory.json
 	$(BUILD_DIR)/tierkv_remote_bench --json bench/results/remote.json
+	/usr/bin/python3 bench/hicache_bench.py --build $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

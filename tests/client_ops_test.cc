@@ -132,6 +132,17 @@ TEST_P(ClientOpsTest, BatchCallsReturnOneStatusPerItemInOrder) {
   EXPECT_EQ(*n[0], big.size());
   EXPECT_EQ(b1, big);
   EXPECT_EQ(n[1].code(), Code::kTooLarge);
+  // Exact size: a value smaller than its target fails and copies nothing.
+  std::string page(8, '-');
+  GetItem exact{"a", page.data(), page.size()};
+  exact.exact_size = true;
+  auto e = client_->BatchGet(std::span<const GetItem>(&exact, 1), tenant_);
+  EXPECT_EQ(e[0].code(), Code::kInvalidArgument);
+  EXPECT_EQ(page, "--------");
+  GetItem fits{"a", page.data(), 3};
+  fits.exact_size = true;
+  EXPECT_EQ(*client_->BatchGet(std::span<const GetItem>(&fits, 1), tenant_)[0], 3u);
+  EXPECT_EQ(page.substr(0, 3), "AAA");
 
   auto exist = client_->BatchExist(keys, tenant_);
   EXPECT_TRUE(exist[0].ok());

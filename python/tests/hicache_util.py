@@ -33,13 +33,11 @@ class HostPool:
         return torch.arange(first_page * self.page_size, (first_page + n) * self.page_size)
 
     def get_page_buffer_meta(self, host_indices):
-        ptrs, sizes = [], []
-        for at in range(0, len(host_indices), self.page_size):
-            page = int(host_indices[at]) // self.page_size
-            for part in self.parts:
-                ptrs.append(part[page].data_ptr())
-                sizes.append(self.page_bytes)
-        return ptrs, sizes
+        """(addresses, sizes): per page, its k then its v (MHA), or its one part (MLA)."""
+        pages = (host_indices[::self.page_size] // self.page_size).tolist()
+        bases = [part.data_ptr() for part in self.parts]
+        ptrs = [b + p * self.page_bytes for p in pages for b in bases]
+        return ptrs, [self.page_bytes] * len(ptrs)
 
     def fill(self, page: int, key: str) -> None:
         for i, part in enumerate(self.parts):

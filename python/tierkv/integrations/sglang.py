@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - importable without SGLang
     _Base = object
 
 _DEFAULT_SOCKET = "unix:/tmp/tierkv.sock"
+_DUPLICATED = 2  # tierkv status code
 
 
 def _field(obj: Any, name: str, default: Any = None) -> Any:
@@ -120,6 +121,9 @@ class TierkvHiCacheStorage(_Base):
 
     def _object_keys(self, keys: list[str]) -> list[str]:
         sfx = self._suffixes()
+        if len(sfx) == 1:
+            one = sfx[0]
+            return [k + one for k in keys]
         return [k + s for k in keys for s in sfx]
 
     def _copy_key(self, key: str) -> str:
@@ -128,11 +132,11 @@ class TierkvHiCacheStorage(_Base):
     # -- zero-copy interface (interface_v1) ---------------------------------
     def _page_meta(self, host_indices: Any, pages: int) -> tuple[list[int], list[int]]:
         ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(host_indices)
-        per = len(self._suffixes())
+        per = 1 if self.is_mla else 2
         if len(ptrs) != pages * per or len(sizes) != len(ptrs):
             raise ValueError(f"the host pool gave {len(ptrs)} buffers for {pages} pages "
                              f"({per} per page expected)")
-        return list(ptrs), list(sizes)
+        return ptrs, sizes
 
     def batch_set_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
         """Stores each page from the host pool, one round trip for the batch;
@@ -143,24 +147,12 @@ class TierkvHiCacheStorage(_Base):
         objs = self._object_keys(keys)
         try:
             c = self._conn()
-            st = c.batch_put_from([(k, p, n) for k, p, n in zip(objs, ptrs, sizes)])
+            st = c.batch_put_from(list(zip(objs, ptrs, sizes)))
         except (TierkvError, ConnectionError, OSError) as e:
             self._failed(e)
             self._stats["set_failed"] += len(keys)
             return [False] * len(keys)
-        per = len(self._suffixes())
-        out = []
-        for i in range(len(keys)):
-            part = st[i * per:(i + 1) * per]
-            ok = all(s.ok or s.name == "DUPLICATED" for s in part)
-            self._stats["set_existing"] += sum(s.name == "DUPLICATED" for s in part)
-            out.append(ok)
-            if ok:
-                self._stats["set_pages"] += 1
-                self._stats["set_bytes"] += sum(sizes[i * per:(i + 1) * per])
-            else:
-                self._stats["set_failed"] += 1
-        return out
+        return self._tally(st, sizes, len(keys), "set")
 
     def batch_get_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
         """Loads each page straight into the host pool, one round trip for the
@@ -177,16 +169,19 @@ class TierkvHiCacheStorage(_Base):
             self._failed(e)
             self._stats["get_failed"] += len(keys)
             return [False] * len(keys)
-        per = len(self._suffixes())
-        out = []
-        for i in range(len(keys)):
-            ok = all(s.ok for s in st[i * per:(i + 1) * per])
-            out.append(ok)
-            if ok:
-                self._stats["get_pages"] += 1
-                self._stats["get_bytes"] += sum(sizes[i * per:(i + 1) * per])
-            else:
-                self._stats["get_failed"] += 1
+        return self._tally(st, sizes, len(keys), "get")
+
+    def _tally(self, st: list, sizes: list[int], pages: int, kind: str) -> list[bool]:
+        """Per page: every part OK (for a set, an existing object is OK too)."""
+        per = len(st) // pages if pages else 1
+        oks = [s.ok or (kind == "set" and s.code == _DUPLICATED) for s in st]
+        if kind == "set":
+            self._stats["set_existing"] += sum(not s.ok for s, ok in zip(st, oks) if ok)
+        out = oks if per == 1 else [all(oks[i * per:(i + 1) * per]) for i in range(pages)]
+        good = sum(out)
+        self._stats[f"{kind}_pages"] += good
+        self._stats[f"{kind}_failed"] += pages - good
+        self._stats[f"{kind}_bytes"] += sum(n for n, ok in zip(sizes, oks) if ok)
         return out
 
     # -- copy interface -------------------------------------------------------
