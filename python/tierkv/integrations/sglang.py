@@ -141,35 +141,30 @@ class TierkvHiCacheStorage(_Base):
     def batch_set_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
         """Stores each page from the host pool, one round trip for the batch;
         a page already stored counts as success."""
-        if not keys:
-            return []
-        ptrs, sizes = self._page_meta(host_indices, len(keys))
-        objs = self._object_keys(keys)
-        try:
-            c = self._conn()
-            st = c.batch_put_from(list(zip(objs, ptrs, sizes)))
-        except (TierkvError, ConnectionError, OSError) as e:
-            self._failed(e)
-            self._stats["set_failed"] += len(keys)
-            return [False] * len(keys)
-        return self._tally(st, sizes, len(keys), "set")
+        return self._pages("set", keys, host_indices)
 
     def batch_get_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
         """Loads each page straight into the host pool, one round trip for the
         batch. A page whose stored size differs from the pool's page is a failed
         page: nothing is copied into it."""
+        return self._pages("get", keys, host_indices)
+
+    def _pages(self, kind: str, keys: list[str], host_indices: Any) -> list[bool]:
         if not keys:
             return []
         ptrs, sizes = self._page_meta(host_indices, len(keys))
         objs = self._object_keys(keys)
         try:
             c = self._conn()
-            st = c.batch_get_into(objs, list(zip(ptrs, sizes)), exact=True)
+            if kind == "set":
+                st = c.batch_put_from(list(zip(objs, ptrs, sizes)))
+            else:
+                st = c.batch_get_into(objs, list(zip(ptrs, sizes)), exact=True)
         except (TierkvError, ConnectionError, OSError) as e:
             self._failed(e)
-            self._stats["get_failed"] += len(keys)
+            self._stats[f"{kind}_failed"] += len(keys)
             return [False] * len(keys)
-        return self._tally(st, sizes, len(keys), "get")
+        return self._tally(st, sizes, len(keys), kind)
 
     def _tally(self, st: list, sizes: list[int], pages: int, kind: str) -> list[bool]:
         """Per page: every part OK (for a set, an existing object is OK too)."""
