@@ -32,6 +32,7 @@ struct RemoteFetcher::Item {
   RemoteLocation loc;
   Status status = NotFound("not held by any other manager");
   bool attempted = false;  // its READ stage ran (ReadOne)
+  bool stale = false;      // the owner refused it: gone, or another value now
 };
 
 struct RemoteFetcher::Segment {
@@ -134,52 +135,29 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
       }
     }
   }
-  // Route every key this call leads.
-  std::map<std::string, std::pair<std::shared_ptr<Peer>, std::vector<Item*>>> plans;
+  // Route and fetch every key this call leads. A key its owner refused as
+  // gone or replaced is routed once more if the index now names another value
+  // (the index caught up with the owner meanwhile).
+  std::vector<Item*> todo;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!led[i]) continue;
-    Item& item = items[i];
-    const IndexLookup found = index_->Lookup(tenant, item.key);
-    const RemoteLocation* best = nullptr;
-    std::shared_ptr<Peer> best_peer;
-    auto score = [](const RemoteLocation& l, const Peer& p) {
-      // DRAM before SSD, then fewer bytes in flight, then a complete view.
-      return std::make_tuple(l.medium == Medium::kDram ? 0 : 1, p.inflight_bytes.load(),
-                             l.complete ? 0 : 1);
-    };
-    for (const RemoteLocation& l : found.locations) {
-      std::shared_ptr<Peer> p = PeerOf(l.owner);
-      if (!p || p->uuid != l.owner_uuid || p->data_endpoint.empty()) continue;
-      if (best == nullptr || score(l, *p) < score(*best, *best_peer)) {
-        best = &l;
-        best_peer = std::move(p);
-      }
-    }
-    if (best == nullptr) {
-      miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
-      if (!found.locations.empty()) {
-        item.status = NotFound("its owners are not reachable members now");
-      } else if (!found.absence_proved) {
-        item.status = NotFound("not in the views held; the view of " + found.incomplete_owner +
-                               " is incomplete");
-      }
-      continue;
-    }
-    item.loc = *best;
-    auto& plan = plans[best->owner];
-    plan.first = std::move(best_peer);
-    plan.second.push_back(&item);
+    if (led[i]) todo.push_back(&items[i]);
   }
-  // One plan per owner; owners are served in parallel.
-  if (plans.size() == 1) {
-    RunPlan(plans.begin()->second.first, plans.begin()->second.second);
-  } else if (!plans.empty()) {
-    std::vector<std::thread> workers;
-    for (auto& [owner, plan] : plans) {
-      workers.emplace_back([this, &plan] { RunPlan(plan.first, plan.second); });
-    }
-    for (std::thread& t : workers) t.join();
+  RunPlans(todo);
+  std::vector<Item*> again;
+  for (Item* it : todo) {
+    if (!it->stale) continue;
+    const IndexLookup found = index_->Lookup(tenant, it->key);
+    const bool moved =
+        std::any_of(found.locations.begin(), found.locations.end(), [&](const RemoteLocation& l) {
+          return l.generation != it->loc.generation || l.owner_uuid != it->loc.owner_uuid;
+        });
+    if (!moved) continue;
+    it->stale = false;
+    it->attempted = false;
+    stale_retries_.fetch_add(1, std::memory_order_relaxed);
+    again.push_back(it);
   }
+  if (!again.empty()) RunPlans(again);
   {
     std::lock_guard lock(flights_mu_);
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -204,6 +182,54 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     out[i] = done ? followed[i]->status : NotFound("a concurrent fetch of this key did not end");
   }
   return out;
+}
+
+void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
+  std::map<std::string, std::pair<std::shared_ptr<Peer>, std::vector<Item*>>> plans;
+  for (Item* item : items) {
+    const IndexLookup found = index_->Lookup(item->tenant, item->key);
+    const RemoteLocation* best = nullptr;
+    std::shared_ptr<Peer> best_peer;
+    auto score = [](const RemoteLocation& l, const Peer& p) {
+      // DRAM before SSD, then fewer bytes in flight, then a complete view.
+      return std::make_tuple(l.medium == Medium::kDram ? 0 : 1, p.inflight_bytes.load(),
+                             l.complete ? 0 : 1);
+    };
+    for (const RemoteLocation& l : found.locations) {
+      std::shared_ptr<Peer> p = PeerOf(l.owner);
+      if (!p || p->uuid != l.owner_uuid || p->data_endpoint.empty()) continue;
+      if (best == nullptr || score(l, *p) < score(*best, *best_peer)) {
+        best = &l;
+        best_peer = std::move(p);
+      }
+    }
+    if (best == nullptr) {
+      miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
+      if (!found.locations.empty()) {
+        item->status = NotFound("its owners are not reachable members now");
+      } else if (!found.absence_proved) {
+        item->status = NotFound("not in the views held; the view of " + found.incomplete_owner +
+                                " is incomplete");
+      } else {
+        item->status = NotFound("not held by any other manager");
+      }
+      continue;
+    }
+    item->loc = *best;
+    auto& plan = plans[best->owner];
+    plan.first = std::move(best_peer);
+    plan.second.push_back(item);
+  }
+  // One plan per owner; owners are served in parallel.
+  if (plans.size() == 1) {
+    RunPlan(plans.begin()->second.first, plans.begin()->second.second);
+  } else if (!plans.empty()) {
+    std::vector<std::thread> workers;
+    for (auto& [owner, plan] : plans) {
+      workers.emplace_back([this, &plan] { RunPlan(plan.first, plan.second); });
+    }
+    for (std::thread& t : workers) t.join();
+  }
 }
 
 void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item*>& items) {
@@ -411,6 +437,7 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
     }
     const bool budget = ans.status.code() == Code::kNoSpace;
     (budget ? miss_budget_ : miss_refused_).fetch_add(1, std::memory_order_relaxed);
+    it.stale = ans.status.code() == Code::kNotFound;
     it.status = NotFound("owner " + peer.node + " refused " + std::string(it.key) + ": " +
                          (ans.status.ok() ? "size changed" : ans.status.message()));
   }
@@ -494,6 +521,7 @@ TransferStats RemoteFetcher::Stats() const {
   s.lookahead_discarded = lookahead_discarded_.load();
   s.lookahead_retries = lookahead_retries_.load();
   s.shared_flights = shared_flights_.load();
+  s.stale_retries = stale_retries_.load();
   {
     std::lock_guard lock(slots_mu_);
     s.grants_awaiting_release = slots_used_;

@@ -19,7 +19,8 @@
 // authorization that failed while speculative is retried once when its turn
 // comes. A key refused by the owner (gone, another generation, the owner's
 // budget spent) or lost with its owner is a bounded miss: NOT_FOUND naming the
-// reason, and a counter. Every call is bounded by the authorization and
+// reason, and a counter; a key refused as gone or replaced is routed once more
+// when the index names another value by then. Every call is bounded by the authorization and
 // data-channel deadlines; nothing waits without one.
 //
 // Grants awaiting release are bounded: per owner per_source_grants and in all
@@ -98,6 +99,8 @@ class RemoteFetcher {
   struct Flight;
 
   std::shared_ptr<Peer> PeerOf(const std::string& node) const;
+  // Routes `items` by the index and runs one plan per owner (in parallel).
+  void RunPlans(const std::vector<Item*>& items);
   // Runs one owner's plan; fills the items' statuses.
   void RunPlan(const std::shared_ptr<Peer>& peer, std::vector<Item*>& items);
   Authorized Authorize(Peer& peer, Segment& seg);
@@ -145,7 +148,7 @@ class RemoteFetcher {
   std::atomic<uint64_t> fetches_{0}, objects_{0}, bytes_{0}, miss_not_indexed_{0}, miss_refused_{0},
       miss_budget_{0}, miss_read_{0}, miss_local_space_{0}, miss_slots_{0}, authorizations_{0},
       authorize_failures_{0}, releases_{0}, release_failures_{0}, lookahead_discarded_{0},
-      lookahead_retries_{0}, shared_flights_{0};
+      lookahead_retries_{0}, shared_flights_{0}, stale_retries_{0};
 };
 
 }  // namespace tierkv

@@ -213,6 +213,8 @@ constexpr Family kTrReleases{"tierkv_remote_release_calls_total", "counter",
                              "Grant releases sent to owners, by result"};
 constexpr Family kTrLookahead{"tierkv_remote_lookahead_total", "counter",
                               "Speculative authorizations discarded or retried"};
+constexpr Family kTrStale{"tierkv_remote_stale_retries_total", "counter",
+                          "Keys routed again after their owner refused a stale entry"};
 constexpr Family kTrShared{"tierkv_remote_shared_fetches_total", "counter",
                            "Fetches that waited for a concurrent fetch of the same key"};
 constexpr Family kTrAwaiting{"tierkv_remote_grants_awaiting_release", "gauge",
@@ -399,6 +401,7 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.Head(kTrLookahead);
   w.Sample(kTrLookahead.name, Label("kind", "discarded"), t.lookahead_discarded);
   w.Sample(kTrLookahead.name, Label("kind", "retried"), t.lookahead_retries);
+  w.One(kTrStale, t.stale_retries);
   w.One(kTrShared, t.shared_flights);
   w.One(kTrAwaiting, t.grants_awaiting_release);
   w.One(kGrLive, t.grants_live);
