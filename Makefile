@@ -87,6 +87,7 @@ bench: build
 	$(BUILD_DIR)/tierkv_ssd_bench --dir ./bench-ssd --json bench/results/ssd.json
 	$(BUILD_DIR)/tierkv_cluster_bench --json bench/results/cluster.json
 	$(BUILD_DIR)/tierkv_inventory_bench --json bench/results/inventory.json
+	$(BUILD_DIR)/tierkv_inventory_scale_bench --json bench/results/inventory_scale.json
 	$(BUILD_DIR)/tierkv_remote_bench --json bench/results/remote.json
 	/usr/bin/python3 bench/hicache_bench.py --build $(BUILD_DIR)
 

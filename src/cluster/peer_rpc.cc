@@ -26,11 +26,13 @@ Result<std::shared_ptr<const PeerCredentials>> LoadPeerCredentials(
 
 std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint,
                                            const PeerCredentials* creds) {
-  return grpc::CreateChannel(endpoint, creds ? creds->channel : grpc::InsecureChannelCredentials());
+  if (creds != nullptr && creds->dial) return creds->dial(endpoint);
+  return grpc::CreateChannel(
+      endpoint, creds && creds->channel ? creds->channel : grpc::InsecureChannelCredentials());
 }
 
 std::shared_ptr<grpc::ServerCredentials> PeerServerCredentials(const PeerCredentials* creds) {
-  return creds ? creds->server : grpc::InsecureServerCredentials();
+  return creds && creds->server ? creds->server : grpc::InsecureServerCredentials();
 }
 
 grpc::Status ToGrpc(const Status& st) {

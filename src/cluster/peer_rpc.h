@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,7 +18,14 @@ namespace tierkv {
 struct PeerCredentials {
   std::shared_ptr<grpc::ChannelCredentials> channel;
   std::shared_ptr<grpc::ServerCredentials> server;
+  // The transport seam: when set, PeerChannel asks it for the channel to an
+  // endpoint (in-process channels in the scaling benchmark) instead of dialing.
+  std::function<std::shared_ptr<grpc::Channel>(const std::string&)> dial;
 };
+
+class PeerServer;
+// An in-process channel to a started PeerServer (no socket).
+std::shared_ptr<grpc::Channel> InProcessChannel(PeerServer& server);
 
 // A channel to a peer's --addr (its advertised endpoint); `creds` null: plaintext.
 std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint,

@@ -184,3 +184,11 @@ void PeerServer::Stop(int64_t grace_ms) {
 }
 
 }  // namespace tierkv
+
+namespace tierkv {
+
+std::shared_ptr<grpc::Channel> InProcessChannel(PeerServer& server) {
+  return server.impl_->server->InProcessChannel(grpc::ChannelArguments());
+}
+
+}  // namespace tierkv

@@ -14,6 +14,10 @@
 
 #include "tierkv/status.h"
 
+namespace grpc {
+class Channel;
+}
+
 namespace tierkv {
 
 class Inventory;
@@ -53,6 +57,7 @@ class PeerServer {
   int port() const { return port_; }
 
  private:
+  friend std::shared_ptr<grpc::Channel> InProcessChannel(PeerServer& server);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
