@@ -15,14 +15,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -112,8 +111,8 @@ double CpuSeconds(pid_t pid) {
 // Every thread of `pid` at the lowest CPU priority (a peer that stands for
 // another host does not take the owner's CPU on this one-host bench).
 void Deprioritize(pid_t pid) {
-  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) +
-                                                           "/task")) {
+  for (const auto& t :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(t.path().filename().string())), 19);
   }
 }
@@ -220,9 +219,10 @@ int main(int argc, char** argv) {
     double peers1 = 0;
     for (auto& p : peers) peers1 += CpuSeconds(p->pid());
     const double owner_cpu = CpuSeconds(owner->pid()) - cpu0;
-    std::printf("owner 4 KiB puts: %.0f/s with 4 subscribed peers, %.0f/s with none; "
-                "the owner used %.2f CPU s in the watched second (%.2f alone), the 4 peers %.2f\n",
-                watched, alone, owner_cpu, alone_cpu, peers1 - peers0);
+    std::printf(
+        "owner 4 KiB puts: %.0f/s with 4 subscribed peers, %.0f/s with none; "
+        "the owner used %.2f CPU s in the watched second (%.2f alone), the 4 peers %.2f\n",
+        watched, alone, owner_cpu, alone_cpu, peers1 - peers0);
     ratios.push_back({"owner put rate, 4 peers / none", watched / alone, 0.9});
   }
   PrintRatios(ratios);
