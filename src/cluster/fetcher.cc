@@ -342,11 +342,25 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
     g->set_key(std::string(it->key));
     g->set_generation(it->loc.generation);
   }
+  // Releases waiting for this owner travel with the authorization.
+  std::vector<PendingRelease> carried = TakeReleases(peer);
+  for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
   peer::AuthorizeResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(In(options_.authorize_timeout_ms));
   const grpc::Status gs = peer.stub->Authorize(&ctx, req, &resp);
   authorizations_.fetch_add(1, std::memory_order_relaxed);
+  if (gs.ok() || FromGrpc(gs).code() != Code::kUnavailable) {
+    // Answered: the owner released them before anything else.
+    releases_.fetch_add(carried.size(), std::memory_order_relaxed);
+    for (const PendingRelease& r : carried) {
+      if (r.slot) ReleaseSlot(peer);
+    }
+  } else if (!carried.empty()) {
+    std::lock_guard lock(release_mu_);  // no answer: the releaser sends them alone
+    for (PendingRelease& r : carried) releases_q_.push_front(std::move(r));
+    release_cv_.notify_one();
+  }
   if (!gs.ok()) {
     a.call = FromGrpc(gs);
     if (a.call.code() == Code::kUnavailable) {
@@ -384,7 +398,7 @@ void RemoteFetcher::Finish(const std::shared_ptr<Peer>& peer, const Authorized& 
   {
     std::lock_guard lock(release_mu_);
     if (!release_stop_) {
-      releases_q_.push_back({peer, a.ticket, a.slot});
+      releases_q_.push_back({peer, a.ticket, a.slot, std::chrono::steady_clock::now()});
       release_cv_.notify_one();
       return;
     }
@@ -393,11 +407,37 @@ void RemoteFetcher::Finish(const std::shared_ptr<Peer>& peer, const Authorized& 
   if (a.slot) ReleaseSlot(*peer);
 }
 
+std::vector<RemoteFetcher::PendingRelease> RemoteFetcher::TakeReleases(const Peer& peer) {
+  std::vector<PendingRelease> out;
+  std::lock_guard lock(release_mu_);
+  for (auto it = releases_q_.begin(); it != releases_q_.end() && out.size() < 64;) {
+    if (it->peer.get() == &peer) {
+      out.push_back(std::move(*it));
+      it = releases_q_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
 void RemoteFetcher::ReleaserLoop() {
+  // A release waits up to kReleaseLinger for the next authorization to the
+  // same owner to carry it (one RPC fewer per fetch); then it is sent alone.
+  constexpr auto kReleaseLinger = std::chrono::milliseconds(2);
   std::unique_lock lock(release_mu_);
   for (;;) {
     release_cv_.wait(lock, [this] { return release_stop_ || !releases_q_.empty(); });
     if (releases_q_.empty()) return;  // stopping, and nothing left
+    if (!release_stop_) {
+      const auto due = releases_q_.front().queued + kReleaseLinger;
+      release_cv_.wait_until(lock, due, [this] { return release_stop_ || releases_q_.empty(); });
+      if (releases_q_.empty() ||
+          (!release_stop_ &&
+           std::chrono::steady_clock::now() < releases_q_.front().queued + kReleaseLinger)) {
+        continue;
+      }
+    }
     PendingRelease r = std::move(releases_q_.front());
     releases_q_.pop_front();
     lock.unlock();

@@ -10,8 +10,9 @@
 // data channel straight into local allocations (made one item at a time, as
 // they are consumed), their checksums verified, and committed: the value is
 // an ordinary local object from then on, announced and advertised. Then the
-// grant is released, by a background thread, off the caller's path (its
-// grant slot stays taken until the owner answered).
+// grant is released off the caller's path: the next authorization to the same
+// owner carries the release, or a background thread sends it alone after
+// 2 ms (its grant slot stays taken until the owner answered).
 //
 // Lookahead: while a segment's READs run, the next segment of the plan is
 // authorized (one READ stage and one authorization per plan at most). A failed
@@ -33,6 +34,7 @@
 #define TIERKV_CLUSTER_FETCHER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -134,7 +136,10 @@ class RemoteFetcher {
     std::shared_ptr<Peer> peer;
     uint64_t ticket = 0;
     bool slot = false;
+    std::chrono::steady_clock::time_point queued;
   };
+  // The releases queued for `peer` (at most 64), taken off the queue.
+  std::vector<PendingRelease> TakeReleases(const Peer& peer);
   std::mutex release_mu_;
   std::condition_variable release_cv_;
   std::deque<PendingRelease> releases_q_;

@@ -55,6 +55,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
     if (grants_ == nullptr) {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no source grants on this manager");
     }
+    for (uint64_t t : req->release_tickets()) grants_->Release(req->requester_uuid(), t);
     std::vector<GrantRequestItem> items;
     items.reserve(req->items_size());
     for (const peer::GrantItem& g : req->items()) {

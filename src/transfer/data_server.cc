@@ -133,12 +133,14 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     PutU64(XXH3_64bits(data, req.length), trailer.data());
     const std::array<asio::const_buffer, 3> bufs{asio::buffer(head), asio::buffer(data, req.length),
                                                  asio::buffer(trailer)};
+    // Counted as the answer starts, so a reader that has all the bytes also
+    // sees them counted.
+    reads.fetch_add(1, std::memory_order_relaxed);
+    bytes_out.fetch_add(req.length, std::memory_order_relaxed);
     timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
     auto sent =
         co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
     if (sent.index() != 0 || std::get<0>(std::get<0>(sent))) co_return;
-    reads.fetch_add(1, std::memory_order_relaxed);
-    bytes_out.fetch_add(req.length, std::memory_order_relaxed);
   }
 }
 

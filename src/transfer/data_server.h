@@ -42,9 +42,9 @@ struct DataServerStats {
   uint64_t connections = 0;        // open now
   uint64_t connections_total = 0;  // accepted
   uint64_t refused = 0;            // closed at accept: over max_connections
-  uint64_t reads = 0;              // READs answered with bytes
+  uint64_t reads = 0;              // READs answered with bytes (counted as the answer starts)
   uint64_t refusals = 0;           // READs answered with an error
-  uint64_t bytes_out = 0;          // object bytes sent
+  uint64_t bytes_out = 0;          // object bytes of those answers
 };
 
 class DataServer {
