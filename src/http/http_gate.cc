@@ -489,6 +489,16 @@ void HttpGate::Sweep(int64_t now_ns) {
       continue;
     }
     const bool kept_alive_idle = c->st == Conn::St::kRead && c->idle;
+    if (kept_alive_idle) {
+      // The client may have sent its next request just now (it is in the
+      // socket, its event not handled yet): closing would lose it. Keep the
+      // connection; the read picks the request up.
+      char b = 0;
+      if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        c->deadline_ns = now_ns + MsToNs(options_.request_timeout_ms);
+        continue;
+      }
+    }
     if (!kept_alive_idle) timeouts_.fetch_add(1);
     if (c->st == Conn::St::kRead && c->has_bytes) {
       Answer(c, 408, "the request did not arrive within the request timeout");
