@@ -1,0 +1,168 @@
+// The remote read path in one process: an owner (store, grants, peer service,
+// data channel on loopback) and a requester (store, a global index the test
+// writes, the fetcher). Covers a stale entry retried once the index moved,
+// one that is not, and a key in no view.
+#include "cluster/fetcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "cluster/grants.h"
+#include "cluster/peer_server.h"
+#include "transfer/data_server.h"
+#include "transfer/tcp_transport.h"
+
+namespace tierkv {
+namespace {
+
+std::unique_ptr<Store> MakeStore() {
+  auto pool = DramPool::Create(16 << 20);
+  EXPECT_TRUE(pool.ok());
+  auto store = Store::Create({}, std::move(*pool));
+  EXPECT_TRUE(store.ok());
+  return std::move(*store);
+}
+
+// Puts (or replaces) `key` on `s`; returns its generation.
+uint64_t Put(Store& s, const std::string& key, const std::string& value) {
+  const Caller c(1, 0);
+  PutOptions o;
+  o.upsert = true;
+  Result<AllocGrant> g = s.Alloc(c, {"t", key}, value.size(), o);
+  EXPECT_TRUE(g.ok());
+  std::memcpy(g->data, value.data(), value.size());
+  EXPECT_TRUE(s.Commit(c, g->alloc_id).ok());
+  Result<PinGrant> p = s.Pin(7, {"t", key}, 0, 0);
+  EXPECT_TRUE(p.ok());
+  const uint64_t gen = p->generation;
+  (void)s.Unpin(7, p->pin_id);
+  return gen;
+}
+
+InventoryDelta Stored(const std::string& key, uint64_t gen, uint64_t size) {
+  InventoryDelta d;
+  d.tenant = "t";
+  d.key = key;
+  d.size = size;
+  d.generation = gen;
+  return d;
+}
+
+class FetcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    owner_ = MakeStore();
+    local_ = MakeStore();
+    GrantOptions go;
+    go.runtime_uuid = "owner-uuid";
+    go.budget_bytes = 8 << 20;
+    go.admitting = [this] {
+      if (on_authorize_) on_authorize_();
+      return true;
+    };
+    grants_ = std::make_unique<GrantTable>(go, owner_.get());
+    peer_ = std::make_unique<PeerServer>(
+        [] { return PeerIdentity{"owner", "owner-uuid", 1, 0, "", ""}; });
+    peer_->SetGrants(grants_.get());
+    ASSERT_TRUE(peer_->Start("127.0.0.1:0").ok());
+    transfer::DataServerOptions dso;
+    dso.listen = "127.0.0.1:0";
+    data_ = std::make_unique<transfer::DataServer>(dso, grants_.get());
+    ASSERT_TRUE(data_->Start().ok());
+    auto t = transfer::TcpTransport::Create({});
+    ASSERT_TRUE(t.ok());
+    transport_ = std::move(*t);
+    index_.SetExpected({{"owner", {"owner-uuid", 1}}});
+    FetcherOptions fo;
+    fo.node_id = "me";
+    fo.runtime_uuid = "me-uuid";
+    fetcher_ = std::make_unique<RemoteFetcher>(fo, local_.get(), &index_, transport_.get());
+    MemberView m;
+    m.node_id = "owner";
+    m.runtime_uuid = "owner-uuid";
+    m.endpoint = "127.0.0.1:" + std::to_string(peer_->port());
+    m.data_endpoint = "127.0.0.1:" + std::to_string(data_->port());
+    fetcher_->SetMembers({m});
+  }
+  void TearDown() override {
+    fetcher_.reset();
+    data_->Stop();
+    peer_->Stop(0);
+  }
+
+  // The requester's view of the owner: exactly `deltas`, complete.
+  void View(const std::vector<InventoryDelta>& deltas) {
+    auto v = std::make_unique<OwnerView>();
+    for (const InventoryDelta& d : deltas) v->Apply(d);
+    index_.BeginStaging();
+    ASSERT_TRUE(index_.ReserveStaging(v->bytes()));
+    index_.Install("owner", "owner-uuid", std::move(v), ++watermark_, 0);
+  }
+
+  Status FetchOne(const std::string& key) {
+    const std::string_view k[] = {key};
+    return fetcher_->Fetch("t", k).front();
+  }
+
+  std::string Local(const std::string& key) {
+    Result<LeaseGrant> g = local_->Lease(Caller(2, 0), {"t", key});
+    if (!g.ok()) return "";
+    std::string v(reinterpret_cast<const char*>(g->data), g->size);
+    (void)local_->Release(Caller(2, 0), g->lease_id);
+    return v;
+  }
+
+  std::unique_ptr<Store> owner_, local_;
+  std::unique_ptr<GrantTable> grants_;
+  std::unique_ptr<PeerServer> peer_;
+  std::unique_ptr<transfer::DataServer> data_;
+  std::unique_ptr<transfer::TcpTransport> transport_;
+  GlobalIndex index_{64 << 20};
+  std::unique_ptr<RemoteFetcher> fetcher_;
+  std::function<void()> on_authorize_;
+  uint64_t watermark_ = 0;
+};
+
+TEST_F(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
+  const uint64_t g = Put(*owner_, "k", "owner's bytes");
+  View({Stored("k", g, 13)});
+  ASSERT_TRUE(FetchOne("k").ok());
+  EXPECT_EQ(Local("k"), "owner's bytes");
+  EXPECT_EQ(fetcher_->Stats().objects, 1u);
+  Status none = FetchOne("nowhere");
+  EXPECT_EQ(none.code(), Code::kNotFound);
+  EXPECT_NE(none.message().find("not held by any other manager"), std::string::npos);
+}
+
+TEST_F(FetcherTest, AStaleEntryIsRetriedOnceTheIndexHasTheNewValue) {
+  const uint64_t g1 = Put(*owner_, "k", "first");
+  const uint64_t g2 = Put(*owner_, "k", "second!");
+  View({Stored("k", g1, 5)});
+  // The index catches up while the first authorization is under way.
+  std::atomic<bool> caught_up{false};
+  on_authorize_ = [&] {
+    if (caught_up.exchange(true)) return;
+    EXPECT_TRUE(index_.ApplyDeltas("owner", watermark_ + 1, watermark_ + 1, {Stored("k", g2, 7)}));
+  };
+  ASSERT_TRUE(FetchOne("k").ok());
+  EXPECT_EQ(Local("k"), "second!");
+  const TransferStats s = fetcher_->Stats();
+  EXPECT_EQ(s.stale_retries, 1u);
+  EXPECT_EQ(s.miss_refused, 1u);
+}
+
+TEST_F(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
+  const uint64_t g1 = Put(*owner_, "k", "first");
+  Put(*owner_, "k", "second!");
+  View({Stored("k", g1, 5)});
+  Status st = FetchOne("k");
+  EXPECT_EQ(st.code(), Code::kNotFound);
+  EXPECT_NE(st.message().find("another value"), std::string::npos) << st.ToString();
+  EXPECT_EQ(fetcher_->Stats().stale_retries, 0u);
+  EXPECT_EQ(Local("k"), "");
+}
+
+}  // namespace
+}  // namespace tierkv
