@@ -46,8 +46,10 @@ class Zipf {
   std::vector<double> cdf_;
 };
 
-double Replay(const std::vector<std::string>& trace, size_t slots, size_t warmup) {
+double Replay(EvictPolicy policy, const std::vector<std::string>& trace, size_t slots,
+              size_t warmup) {
   StoreOptions o;
+  o.evict_policy = policy;
   o.shards = 16;
   auto pool = DramPool::Create(slots * kObject);
   auto store = Store::Create(o, std::move(*pool));
@@ -110,13 +112,16 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<Ratio> ratios;
-  std::printf("%-12s %10s\n", "trace", "hit ratio");
+  std::printf("%-12s %8s %8s %8s\n", "trace", "lru", "s3fifo", "ratio");
   for (const auto& [name, trace] :
        {std::pair<const char*, const std::vector<std::string>*>{"zipf", &plain},
         {"zipf+scan", &scanned}}) {
-    const double hit = Replay(*trace, slots, slots);
-    std::printf("%-12s %10.3f\n", name, hit);
-    ratios.push_back({std::string(name) + ": DRAM hit ratio", hit, 0});
+    const double lru = Replay(EvictPolicy::kLru, *trace, slots, slots);
+    const double s3 = Replay(EvictPolicy::kS3Fifo, *trace, slots, slots);
+    std::printf("%-12s %8.3f %8.3f %8.2f\n", name, lru, s3, s3 / lru);
+    ratios.push_back({std::string(name) + ": DRAM hit ratio, lru", lru, 0});
+    ratios.push_back({std::string(name) + ": DRAM hit ratio, s3fifo", s3, 0});
+    ratios.push_back({std::string(name) + ": s3fifo / lru", s3 / lru, 0});
   }
   std::printf("static top-%zu bound on zipf: %.3f\n", slots, zipf.TopMass(slots));
   ratios.push_back({"zipf: static top-k bound", zipf.TopMass(slots), 0});

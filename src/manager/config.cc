@@ -227,6 +227,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--evict-high-watermark", c.store.high_watermark,
                  "background eviction starts above this fill ratio");
   app.add_option("--evict-low-watermark", c.store.low_watermark, "... and stops at this one");
+  std::string evict_policy = "s3fifo";
+  app.add_option("--evict-policy", evict_policy,
+                 "how DRAM victims are chosen: s3fifo or lru (docs/store.md)");
   app.add_option("--shards", c.store.shards, "object index shards (power of two, <= 256)");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off");
   app.add_option("--node-id", c.node_id, "this manager's identity (default: the host name)");
@@ -355,6 +358,13 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return InvalidArgument(e.what());
   }
   if (Status st = SizeOption("dram-size", dram_size, &c.dram_size); !st.ok()) return st;
+  if (evict_policy == "s3fifo") {
+    c.store.evict_policy = EvictPolicy::kS3Fifo;
+  } else if (evict_policy == "lru") {
+    c.store.evict_policy = EvictPolicy::kLru;
+  } else {
+    return InvalidArgument("--evict-policy must be s3fifo or lru, got '" + evict_policy + "'");
+  }
   if (Status st = SizeOption("max-object-bytes", max_object, &c.store.max_object_bytes); !st.ok()) {
     return st;
   }

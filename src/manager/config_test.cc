@@ -142,6 +142,18 @@ TEST(Config, HelpAsksToExit) {
 namespace tierkv {
 namespace {
 
+TEST(Config, EvictionPolicy) {
+  auto def = Parse({});
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->store.evict_policy, EvictPolicy::kS3Fifo);
+  auto lru = Parse({"--evict-policy", "lru"});
+  ASSERT_TRUE(lru.ok());
+  EXPECT_EQ(lru->store.evict_policy, EvictPolicy::kLru);
+  auto bad = Parse({"--evict-policy", "random"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--evict-policy"), std::string::npos);
+}
+
 TEST(Config, ClusterModeFlags) {
   auto standalone = Parse({});
   ASSERT_TRUE(standalone.ok());

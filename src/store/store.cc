@@ -185,7 +185,20 @@ bool Store::LeasedLocked(const Blob& blob, int64_t now) const {
 void Store::TouchLocked(Shard& shard, Map::value_type& kv, int64_t now) {
   Entry& e = kv.second;
   e.last_access = now;
-  if (e.in_lru) {
+  if (options_.evict_policy == EvictPolicy::kS3Fifo) {
+    if (e.in_lru) {
+      if (e.freq < 3) ++e.freq;  // O(1), nothing moves, nothing allocated
+    } else if (e.current) {
+      // New: on probation, unless it was evicted from probation lately.
+      const bool ghost = shard.ghost.erase(GhostHash(kv.first)) > 0;
+      std::list<Map::value_type*>& q = ghost ? shard.lru : shard.small;
+      q.push_front(&kv);
+      e.lru_pos = q.begin();
+      e.in_lru = true;
+      e.in_small = !ghost;
+      e.freq = 0;
+    }
+  } else if (e.in_lru) {
     shard.lru.splice(shard.lru.begin(), shard.lru, e.lru_pos);
   } else if (e.current) {
     shard.lru.push_front(&kv);
@@ -193,6 +206,17 @@ void Store::TouchLocked(Shard& shard, Map::value_type& kv, int64_t now) {
     e.in_lru = true;
   }
   if (e.in_ssd_lru) shard.ssd_lru.splice(shard.ssd_lru.begin(), shard.ssd_lru, e.ssd_lru_pos);
+}
+
+void Store::EraseFromLruLocked(Shard& shard, Entry& e) {
+  if (!e.in_lru) return;
+  (e.in_small ? shard.small : shard.lru).erase(e.lru_pos);
+  e.in_lru = false;
+  e.in_small = false;
+}
+
+uint64_t Store::GhostHash(std::string_view composite) {
+  return std::hash<std::string_view>{}(composite) | 1;  // never 0 (an empty ring slot)
 }
 
 void Store::FreeZombieLocked(Shard& shard, Blob* blob) {
@@ -242,7 +266,7 @@ void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
 void Store::EraseIfEmptyLocked(Shard& shard, Map::iterator it) {
   Entry& e = it->second;
   if (e.current || e.pending || e.ssd) return;
-  if (e.in_lru) shard.lru.erase(e.lru_pos);
+  EraseFromLruLocked(shard, e);
   shard.map.erase(it);
 }
 

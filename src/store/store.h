@@ -20,10 +20,13 @@
 // grant belongs to a live client session its range stays quarantined until that
 // session ends, so a stalled writer can never scribble over someone else's object.
 //
-// Eviction (approximate LRU): each shard keeps an exact LRU list of readable
-// replicas per tier; an eviction round takes a few unleased candidates from the
-// tail of every shard, sorts them by last access and moves the oldest one tier
-// down until the goal is met. It runs on demand when an alloc finds no room (the
+// Eviction (StoreOptions::evict_policy, docs/store.md): with S3-FIFO each shard
+// keeps a probation FIFO, a main FIFO and a ghost of recent probation victims
+// for its DRAM replicas, and an access only counts (O(1), no allocation); with
+// LRU each shard keeps an exact LRU list. SSD replicas are always LRU. An
+// eviction round takes each shard's next candidates (S3-FIFO: one; LRU: a few
+// from the tail), sorts them by last access and moves the oldest one tier down
+// until the goal is met. It runs on demand when an alloc finds no room (the
 // alloc waits for it), and in a background thread whenever usage passes the high
 // watermark, down to the low one.
 //
@@ -292,6 +295,9 @@ class Store {
   void DropPendingLocked(Shard& shard, Map::iterator it, bool revoked);
   void EraseIfEmptyLocked(Shard& shard, Map::iterator it);
   void TouchLocked(Shard& shard, Map::value_type& kv, int64_t now);
+  // Takes e's DRAM replica off its eviction queue.
+  void EraseFromLruLocked(Shard& shard, Entry& e);
+  static uint64_t GhostHash(std::string_view composite);
   void AnnounceStored(Map::value_type& kv, const Blob& blob);
   void AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause);
   void Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
@@ -312,6 +318,10 @@ class Store {
   std::vector<Victim> TailVictims(bool ssd,
                                   const std::function<bool(Shard&, const Entry&, int64_t)>& usable);
   std::vector<Victim> GatherVictims();
+  // S3-FIFO: the next victim of one shard (its lock held), appended to `victims`.
+  void S3FifoVictim(Shard& shard, uint32_t index, int64_t now,
+                    const std::function<bool(Shard&, const Entry&, int64_t)>& usable,
+                    std::vector<Victim>* victims);
   bool EvictVictim(const Victim& victim);
   void MaintenanceLoop();
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/composite_key.h"
 #include "media/offset_allocator.h"
@@ -68,8 +69,10 @@ struct Store::Entry {
   std::string name_space;   // of the put that created the value ("" = none)
   uint64_t dram_seq = 0;    // change sequence at which `current` was announced stored
   uint64_t ssd_seq = 0;     // ... and `ssd`
-  bool in_lru = false;
+  bool in_lru = false;      // in shard.lru (or, S3-FIFO, in shard.small when in_small)
   bool in_ssd_lru = false;
+  bool in_small = false;  // S3-FIFO: on probation in shard.small
+  uint8_t freq = 0;       // S3-FIFO: accesses since it entered its queue (at most 3)
   std::list<Map::value_type*>::iterator lru_pos;
   std::list<Map::value_type*>::iterator ssd_lru_pos;
   bool readable() const { return current != nullptr || ssd != nullptr; }  // on some medium
@@ -125,6 +128,13 @@ struct Store::Shard {
   Map map;                              // composite key -> entry
   std::list<Map::value_type*> lru;      // front = most recent; entries with a DRAM replica
   std::list<Map::value_type*> ssd_lru;  // front = most recent; entries with an SSD replica
+  // S3-FIFO: `small` is the probation FIFO (front = newest), `lru` the main
+  // FIFO, and the ghost the key hashes of recent probation victims (a ring
+  // and a set of what it holds).
+  std::list<Map::value_type*> small;
+  std::vector<uint64_t> ghost_ring;
+  size_t ghost_next = 0;
+  std::unordered_set<uint64_t> ghost;
   std::unordered_map<uint64_t, Map::value_type*> pending;         // alloc id -> entry
   std::unordered_map<uint64_t, LeaseRecord> leases;               // lease id -> record
   std::unordered_map<uint64_t, std::pair<Blob*, uint64_t>> pins;  // pin id -> (replica, owner)

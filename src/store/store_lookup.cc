@@ -72,10 +72,7 @@ Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
   --shard.readable;
   if (e.current) {
     std::unique_ptr<Blob> old = std::move(e.current);
-    if (e.in_lru) {
-      shard.lru.erase(e.lru_pos);
-      e.in_lru = false;
-    }
+    EraseFromLruLocked(shard, e);
     AnnounceRemoved(*it, *old, RemoveCause::kRemoved);
     RetireLocked(shard, std::move(old));
   }

@@ -164,10 +164,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     if (e.current->leases > 0) ReapShardLocked(shard, now);
     std::unique_ptr<Blob> blob = std::move(e.current);
     if (!e.ssd) --shard.readable;
-    if (e.in_lru) {
-      shard.lru.erase(e.lru_pos);
-      e.in_lru = false;
-    }
+    EraseFromLruLocked(shard, e);
     const RemoveCause cause = e.ssd ? RemoveCause::kDemoted : RemoveCause::kEvicted;
     evicted_objects_.fetch_add(1, std::memory_order_relaxed);
     evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);

@@ -14,6 +14,12 @@
 
 namespace tierkv {
 
+// How DRAM victims are chosen (docs/store.md, "Eviction").
+enum class EvictPolicy : uint8_t {
+  kLru,     // least recently used: an access moves the object to the front
+  kS3Fifo,  // S3-FIFO: a small probation FIFO, a main FIFO, a ghost of recent victims
+};
+
 struct StoreOptions {
   uint32_t shards = 64;                // power of two, 1..256
   int64_t lease_ms = 2000;             // read lease length
@@ -34,6 +40,7 @@ struct StoreOptions {
   // Bytes of recent changes the change feed keeps for readers (0: none; the
   // sequence numbers are assigned all the same).
   size_t journal_bytes = 0;
+  EvictPolicy evict_policy = EvictPolicy::kLru;  // DRAM victims (SSD victims are LRU)
 };
 
 // One readable replica in a snapshot (Store::Snapshot).
