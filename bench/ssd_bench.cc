@@ -140,11 +140,12 @@ struct MixedResult {
 
 // Zipf(0.9) gets over `keys` objects of `size` bytes, one upsert in ten.
 MixedResult Mixed(const std::string& dir, uint64_t dram, uint64_t keys, uint64_t size, uint64_t ops,
-                  const std::string& name, std::vector<Series>* out) {
+                  const std::string& name, std::vector<Series>* out,
+                  const std::string& policy = "s3fifo") {
   std::filesystem::remove_all(dir + "/mixed");
   testing::ManagerProcess m({"--dram-size", std::to_string(dram / kMiB) + "MiB", "--ssd-dir",
                              dir + "/mixed", "--ssd-size", std::to_string(keys * 2) + "MiB",
-                             "--log-level", "error"});
+                             "--log-level", "error", "--evict-policy", policy});
   MixedResult r;
   auto c = Client::Connect(m.uds());
   if (!c.ok()) return r;
@@ -216,6 +217,8 @@ int Main(const Options& opt) {
   const uint64_t ops = opt.quick ? 3000 : 12000;
   const MixedResult cold =
       Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops, "mixed get, working set 4 x DRAM", &series);
+  const MixedResult cold_lru = Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops,
+                                     "mixed get (lru), working set 4 x DRAM", &series, "lru");
   const MixedResult warm = Mixed(opt.dir, dram, dram / kMiB / 2, kMiB, ops,
                                  "mixed get, working set 0.5 x DRAM", &series);
   std::filesystem::remove_all(opt.dir + "/mixed");
@@ -239,6 +242,7 @@ int Main(const Options& opt) {
       ratios.push_back({"rewarm " + sz + " / raw read", g->GBps() / r->GBps(), 0.8});
   }
   ratios.push_back({"4xDRAM: get hit ratio DRAM", cold.hit_dram, 0});
+  ratios.push_back({"4xDRAM: get hit ratio DRAM, lru", cold_lru.hit_dram, 0});
   ratios.push_back({"4xDRAM: get hit ratio SSD", cold.hit_ssd, 0});
   ratios.push_back({"4xDRAM: get miss ratio", cold.miss, 0});
   ratios.push_back({"0.5xDRAM: get hit ratio DRAM", warm.hit_dram, 0});
