@@ -86,9 +86,11 @@ TEST(StoreClear, RemoveAllRacingPutsLeavesTheSubscribersViewEqualToTheStore) {
   }
   int cleared = 0;
   for (int round = 0; round < 300; ++round) {
-    // Something was put since the last round, so this one has work to race with.
+    // Something was put since the last round and is still there, so this one
+    // has work to race with (a put counted after it committed may have been
+    // swept by the previous round already).
     const uint64_t seen = puts.load();
-    while (puts.load() == seen) std::this_thread::yield();
+    while (puts.load() == seen || store->Stats().objects == 0) std::this_thread::yield();
     auto r = store->RemoveAll({}, "t", /*force=*/true);
     ASSERT_TRUE(r.ok());
     cleared += r->cleared ? 1 : 0;
