@@ -6,8 +6,11 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -94,6 +97,26 @@ inline std::unique_ptr<etcd::Client> EtcdFor(const EtcdCluster& etcd) {
   auto c = etcd::Client::Create(o);
   EXPECT_TRUE(c.ok());
   return std::move(*c);
+}
+
+// POSTs `body` (JSON) to `path`; the answer's body ("" when none came).
+inline std::string PostText(const ManagerProcess& m, const std::string& path,
+                            const std::string& body, int timeout_s = 10) {
+  httplib::Client http(m.rest());
+  http.set_read_timeout(timeout_s, 0);
+  auto res = http.Post(path, body, "application/json");
+  return res ? res->body : "";
+}
+
+// A value that depends on its key and size, so every byte can be checked.
+inline std::string PatternValue(const std::string& key, size_t size) {
+  std::string v(size, '\0');
+  std::mt19937_64 rng(std::hash<std::string>{}(key) ^ size);
+  for (size_t i = 0; i < size; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, size - i));
+  }
+  return v;
 }
 
 // Put and get one object through the manager's shared-memory socket.

@@ -17,19 +17,6 @@ using namespace cluster_test;
 using testing::ScrapeMetric;
 using testing::WaitFor;
 
-std::string Value(const std::string& key, size_t size) {
-  std::string v(size, '\0');
-  for (size_t i = 0; i < size; ++i) v[i] = static_cast<char>(key[i % key.size()] + i / 4096);
-  return v;
-}
-
-std::string Post(const ManagerProcess& m, const std::string& path, const std::string& body) {
-  httplib::Client http(m.rest());
-  http.set_read_timeout(10, 0);
-  auto res = http.Post(path, body, "application/json");
-  return res ? res->body : "";
-}
-
 // The summary's value of `field` ("" when absent).
 std::string Field(const std::string& line, const std::string& field) {
   const size_t at = line.find(field + "=");
@@ -61,7 +48,8 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   std::vector<std::pair<std::string, size_t>> objs;
   for (int i = 0; i < 200; ++i) {
     objs.emplace_back("d" + std::to_string(i), 100 + static_cast<size_t>(i) * 1500);
-    ASSERT_TRUE((*cb)->Put(objs.back().first, Value(objs.back().first, objs.back().second)).ok());
+    ASSERT_TRUE(
+        (*cb)->Put(objs.back().first, PatternValue(objs.back().first, objs.back().second)).ok());
   }
   for (Node& n : nodes) {
     if (&n == &src) continue;
@@ -71,14 +59,14 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   }
   // Refusals: not the coordinator, bad input.
   Node& other = coord == &nodes[0] ? nodes[2] : nodes[0];
-  EXPECT_NE(Post(*other.proc, "/api/v1/drain_jobs", R"({"node":"b"})").find("not it"),
+  EXPECT_NE(PostText(*other.proc, "/api/v1/drain_jobs", R"({"node":"b"})").find("not it"),
             std::string::npos);
-  EXPECT_NE(Post(*coord->proc, "/api/v1/drain_jobs", R"({"segment":"rank-x-dram"})")
+  EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"segment":"rank-x-dram"})")
                 .find("rank-<rank>-dram"),
             std::string::npos);
-  EXPECT_NE(Post(*coord->proc, "/api/v1/drain_jobs", R"({"node":"zz"})").find("no live member"),
+  EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"node":"zz"})").find("no live member"),
             std::string::npos);
-  EXPECT_NE(Post(*coord->proc, "/api/v1/drain_jobs", R"({"nod":"b"})").find("unknown"),
+  EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"nod":"b"})").find("unknown"),
             std::string::npos);
 
   // A workload on b while the drain runs: new puts, and reads of drained keys.
@@ -90,14 +78,14 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
     std::mt19937 rng(3);
     for (int i = 0; !stop; ++i) {
       const std::string key = "w" + std::to_string(i);
-      if (!(*c)->Put(key, Value(key, 2000)).ok()) ++bad;
+      if (!(*c)->Put(key, PatternValue(key, 2000)).ok()) ++bad;
       const auto& [k, size] = objs[rng() % objs.size()];
       Result<std::string> v = (*c)->Get(k);
-      if (!v.ok() || *v != Value(k, size)) ++bad;
+      if (!v.ok() || *v != PatternValue(k, size)) ++bad;
       ++reads;
     }
   });
-  const std::string started = Post(*coord->proc, "/api/v1/drain_jobs", R"({"node":"b"})");
+  const std::string started = PostText(*coord->proc, "/api/v1/drain_jobs", R"({"node":"b"})");
   const std::string id = Field(started, "job_id");
   ASSERT_FALSE(id.empty()) << started;
   EXPECT_EQ(started.rfind("job_id=" + id + " state=", 0), 0u) << started;
@@ -132,12 +120,12 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
     EXPECT_TRUE(on_a || on_c) << k;
     Result<std::string> v = on_a ? (*ca)->Get(k) : (*cc)->Get(k);
     ASSERT_TRUE(v.ok()) << k;
-    EXPECT_TRUE(*v == Value(k, size)) << k;
+    EXPECT_TRUE(*v == PatternValue(k, size)) << k;
   }
   // Unknown job; cancel of a finished job answers its summary.
   EXPECT_NE(GetText(*coord->proc, "/api/v1/drain_jobs/query?job_id=job_99").find("no drain job"),
             std::string::npos);
-  EXPECT_EQ(Field(Post(*coord->proc, "/api/v1/drain_jobs/cancel?job_id=" + id, ""), "state"),
+  EXPECT_EQ(Field(PostText(*coord->proc, "/api/v1/drain_jobs/cancel?job_id=" + id, ""), "state"),
             "done");
 }
 
@@ -153,11 +141,12 @@ TEST(Drain, CancelStopsAJobBetweenBatches) {
   for (int i = 0; i < 640; ++i) ASSERT_TRUE((*ca)->Put("k" + std::to_string(i), big).ok());
   ASSERT_TRUE(
       WaitFor([&] { return GetJson(*b.proc, "/cache/metadata")["index"]["entries"] == 640; }));
-  const std::string id = Field(Post(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})"), "job_id");
+  const std::string id =
+      Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})"), "job_id");
   ASSERT_FALSE(id.empty());
-  EXPECT_NE(Post(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})").find("is running"),
+  EXPECT_NE(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})").find("is running"),
             std::string::npos);
-  Post(*a.proc, "/api/v1/drain_jobs/cancel?job_id=" + id, "");
+  PostText(*a.proc, "/api/v1/drain_jobs/cancel?job_id=" + id, "");
   std::string line;
   ASSERT_TRUE(WaitFor(
       [&] {

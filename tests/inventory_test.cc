@@ -55,10 +55,7 @@ uint32_t RankOf(const ManagerProcess& m) {
 Json Coverage(const ManagerProcess& m) { return GetJson(m, "/cache/metadata"); }
 
 Json Post(const ManagerProcess& m, const std::string& path, const std::string& body) {
-  httplib::Client http(m.rest());
-  http.set_read_timeout(35, 0);
-  auto res = http.Post(path, body, "application/json");
-  return res ? Json::parse(res->body, nullptr, false) : Json();
+  return Json::parse(PostText(m, path, body, 35), nullptr, false);
 }
 
 TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {

@@ -22,22 +22,11 @@ using namespace cluster_test;
 using testing::ScrapeMetric;
 using testing::WaitFor;
 
-// A value that depends on its key and size: every byte is checked.
-std::string ValueFor(const std::string& key, size_t size) {
-  std::string v(size, '\0');
-  std::mt19937_64 rng(std::hash<std::string>{}(key) ^ size);
-  for (size_t i = 0; i < size; i += 8) {
-    const uint64_t r = rng();
-    std::memcpy(v.data() + i, &r, std::min<size_t>(8, size - i));
-  }
-  return v;
-}
-
 void PutAll(const ManagerProcess& m, const std::vector<std::pair<std::string, size_t>>& objs) {
   auto c = Client::Connect(m.uds());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   for (const auto& [key, size] : objs) {
-    ASSERT_TRUE((*c)->Put(key, ValueFor(key, size)).ok()) << key;
+    ASSERT_TRUE((*c)->Put(key, PatternValue(key, size)).ok()) << key;
   }
 }
 
@@ -80,7 +69,7 @@ TEST(RemoteRead, TwoHundredSixtyObjectsOfMixedSizesArriveByteForByte) {
   for (int i = 0; i < 10; ++i) {
     Result<std::string> got = (*c)->Get(objs[i].first);
     ASSERT_TRUE(got.ok()) << objs[i].first << ": " << got.status().ToString();
-    EXPECT_EQ(*got, ValueFor(objs[i].first, objs[i].second)) << objs[i].first;
+    EXPECT_EQ(*got, PatternValue(objs[i].first, objs[i].second)) << objs[i].first;
   }
   for (size_t at = 10; at < objs.size(); at += 50) {
     std::vector<std::string_view> keys;
@@ -89,7 +78,7 @@ TEST(RemoteRead, TwoHundredSixtyObjectsOfMixedSizesArriveByteForByte) {
     for (size_t j = 0; j < keys.size(); ++j) {
       const auto& [key, size] = objs[at + j];
       ASSERT_TRUE(got[j].ok()) << key << ": " << got[j].status().ToString();
-      EXPECT_TRUE(*got[j] == ValueFor(key, size)) << key << " differs";
+      EXPECT_TRUE(*got[j] == PatternValue(key, size)) << key << " differs";
     }
   }
   // Each is an ordinary local object on b now.
@@ -143,7 +132,7 @@ TEST(RemoteRead, ABatchSpanningThreeOwnersAndMissingKeys) {
     }
     ASSERT_TRUE(got[i].ok()) << keys[i] << ": " << got[i].status().ToString();
     const size_t n = 1000 + 7000 * std::stoul(keys[i].substr(2));
-    EXPECT_TRUE(*got[i] == ValueFor(keys[i], n)) << keys[i];
+    EXPECT_TRUE(*got[i] == PatternValue(keys[i], n)) << keys[i];
   }
   EXPECT_EQ(ScrapeMetric(*r.proc, "tierkv_remote_fetched_objects_total"), 60);
   for (Node& o : owners) {
@@ -275,7 +264,7 @@ TEST(RemoteRead, TheOwnersTransferBudgetBoundsWhatIsLent) {
   EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_items_total{result=\"budget\"}"), 1);
   Result<std::string> small = (*c)->Get("small");
   ASSERT_TRUE(small.ok()) << small.status().ToString();
-  EXPECT_TRUE(*small == ValueFor("small", 256u << 10));
+  EXPECT_TRUE(*small == PatternValue("small", 256u << 10));
   EXPECT_TRUE(GrantsDrained(*a.proc));
   EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_budget_bytes"), 1 << 20);
 }
@@ -310,7 +299,7 @@ TEST(RemoteRead, AnOwnerKilledDuringTheReadsIsABoundedMiss) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i].ok()) {
       ++ok;
-      EXPECT_TRUE(*got[i] == ValueFor(objs[i].first, objs[i].second)) << objs[i].first;
+      EXPECT_TRUE(*got[i] == PatternValue(objs[i].first, objs[i].second)) << objs[i].first;
     } else {
       EXPECT_EQ(got[i].status().code(), Code::kNotFound) << got[i].status().ToString();
     }

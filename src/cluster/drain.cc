@@ -21,10 +21,6 @@ namespace {
 
 constexpr size_t kBatch = 64;
 
-std::chrono::system_clock::time_point In(int64_t ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
-
 int64_t NowMs() { return RealClock()->NowUnixMillis(); }
 
 }  // namespace
@@ -156,7 +152,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
   peer::DrainListResponse listing;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(In(30000));
+    ctx.set_deadline(PeerDeadline(30000));
     peer::DrainListRequest req;
     req.set_medium(job->medium);
     const grpc::Status gs = source->DrainList(&ctx, req, &listing);
@@ -179,7 +175,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       for (size_t i = at; i < end; ++i) pull.add_keys(recs[i]->key());
       peer::ItemResults pulled;
       grpc::ClientContext pctx;
-      pctx.set_deadline(In(120000));
+      pctx.set_deadline(PeerDeadline(120000));
       const grpc::Status ps = targets[turn++ % targets.size()]->Pull(&pctx, pull, &pulled);
       peer::DropRequest drop;
       drop.set_tenant(tenant);
@@ -198,7 +194,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       if (!dropping.empty()) {
         peer::ItemResults dropped;
         grpc::ClientContext dctx;
-        dctx.set_deadline(In(30000));
+        dctx.set_deadline(PeerDeadline(30000));
         const grpc::Status ds = source->Drop(&dctx, drop, &dropped);
         for (size_t j = 0;
              ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {

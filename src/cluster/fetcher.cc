@@ -55,10 +55,6 @@ uint64_t NewTicket() {
   return t;
 }
 
-std::chrono::system_clock::time_point In(int64_t ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
-
 }  // namespace
 
 RemoteFetcher::RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
@@ -347,7 +343,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
   for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
   peer::AuthorizeResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(In(options_.authorize_timeout_ms));
+  ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
   const grpc::Status gs = peer.stub->Authorize(&ctx, req, &resp);
   authorizations_.fetch_add(1, std::memory_order_relaxed);
   if (gs.ok() || FromGrpc(gs).code() != Code::kUnavailable) {
@@ -379,10 +375,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
   }
   for (const peer::GrantedItem& g : resp.items()) {
     GrantAnswer ans;
-    if (g.code() != 0) {
-      ans.status =
-          Status(g.code() <= kMaxCode ? static_cast<Code>(g.code()) : Code::kInternal, g.message());
-    }
+    ans.status = ItemStatus(g);
     ans.size = g.size();
     ans.generation = g.generation();
     a.answers.push_back(std::move(ans));
@@ -453,7 +446,7 @@ void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {
   req.set_ticket(ticket);
   peer::ReleaseResponse resp;
   grpc::ClientContext ctx;
-  ctx.set_deadline(In(options_.release_timeout_ms));
+  ctx.set_deadline(PeerDeadline(options_.release_timeout_ms));
   const grpc::Status gs = peer.stub->Release(&ctx, req, &resp);
   if (gs.ok()) {
     releases_.fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,17 @@ std::shared_ptr<grpc::ServerCredentials> PeerServerCredentials(const PeerCredent
   return creds && creds->server ? creds->server : grpc::InsecureServerCredentials();
 }
 
+void SetItemStatus(peer::GrantedItem* item, const Status& st) {
+  item->set_code(static_cast<uint32_t>(st.code()));
+  if (!st.ok()) item->set_message(st.message());
+}
+
+Status ItemStatus(const peer::GrantedItem& item) {
+  if (item.code() == 0) return Status::Ok();
+  return Status(item.code() <= kMaxCode ? static_cast<Code>(item.code()) : Code::kInternal,
+                item.message());
+}
+
 grpc::Status ToGrpc(const Status& st) {
   switch (st.code()) {
     case Code::kOk:

@@ -6,11 +6,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "cluster/peer_credentials.h"
+#include "peer.pb.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
@@ -32,6 +34,15 @@ std::shared_ptr<grpc::Channel> PeerChannel(const std::string& endpoint,
                                            const PeerCredentials* creds);
 // The peer gRPC server's credentials (plaintext for null).
 std::shared_ptr<grpc::ServerCredentials> PeerServerCredentials(const PeerCredentials* creds);
+
+// A per-item status on the peer API (peer.GrantedItem: code and message).
+void SetItemStatus(peer::GrantedItem* item, const Status& st);
+Status ItemStatus(const peer::GrantedItem& item);  // an unknown code is INTERNAL
+
+// The deadline of a peer call `ms` from now.
+inline std::chrono::system_clock::time_point PeerDeadline(int64_t ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
 
 // NOT_FOUND, INVALID_ARGUMENT, NO_SPACE (RESOURCE_EXHAUSTED) and UNAVAILABLE
 // keep their meaning; every other failure is INTERNAL.

@@ -19,11 +19,7 @@ grpc::Status Unimplemented() {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no drain participant on this manager");
 }
 
-void AddResult(peer::ItemResults* out, const Status& st) {
-  peer::GrantedItem* g = out->add_items();
-  g->set_code(static_cast<uint32_t>(st.code()));
-  if (!st.ok()) g->set_message(st.message());
-}
+void AddResult(peer::ItemResults* out, const Status& st) { SetItemStatus(out->add_items(), st); }
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -69,8 +65,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
     out->set_expires_in_ms(static_cast<uint64_t>(grants_->grant_timeout_ms()));
     for (const GrantAnswer& a : *answers) {
       peer::GrantedItem* g = out->add_items();
-      g->set_code(static_cast<uint32_t>(a.status.code()));
-      if (!a.status.ok()) g->set_message(a.status.message());
+      SetItemStatus(g, a.status);
       g->set_size(a.size);
       g->set_generation(a.generation);
     }
