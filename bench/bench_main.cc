@@ -1,35 +1,36 @@
-// tierkv_bench: the side-by-side benchmark of issue "standalone manager".
+// tierkv_bench: the side-by-side benchmark of the standalone manager.
 //
-// In one run it measures
+// Three interleaved rounds (one with --quick) of:
 //   - the baseline: single-thread memcpy between different slots of two large
 //     buffers (so every copy comes from DRAM, not from cache);
-//   - tierkv put and get (GB/s, ops/s, p50/p99) for 4 KiB .. 4 MiB objects with
-//     1 and 2 client threads, over the Unix socket (shared memory) and TCP;
-//   - batched 4 KiB exist and get (keys/s);
-//   - redis-server on a Unix socket driven by hiredis with the same sizes, and
-//     redis-benchmark pipelined GET (-P 16) for small ops;
-// then prints a table and the headline ratios and writes JSON (--json PATH).
-#include <sys/mman.h>
-
+//   - tierkv put (plain and with pipelined commits) and get (GB/s, ops/s,
+//     p50/p99) for 4 KiB .. 4 MiB objects with 1 and 2 client threads, over
+//     the Unix socket (shared memory) and TCP;
+//   - batched 4 KiB exist and get, 16 and 128 keys per call, 1, 2 and 4
+//     client threads;
+//   - redis-server on a Unix socket: hiredis SET/GET of the same sizes (cold:
+//     new keys; warm: overwriting), redis-benchmark GET and EXISTS at the same
+//     concurrency and pipeline depth as the batched tierkv runs;
+//   - memcached on a Unix socket, meta commands: set/get of 4 KiB and 1 MiB
+//     (cold and warm), pipelined mg batches at the same concurrency;
+// then prints the median round of each series, the median of each ratio, and
+// writes JSON (--json PATH).
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_runs.h"
 #include "bench_util.h"
 #include "manager_process.h"
+#include "memcached_peer.h"
 #include "redis_peer.h"
 #include "tierkv/client.h"
 
 namespace tierkv::bench {
 namespace {
-
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * 1024;
-constexpr uint64_t kSlab = 256 * kMiB;  // rotating source / destination area per thread
 
 struct Options {
   std::string json = "bench/results/latest.json";
@@ -41,151 +42,9 @@ struct Options {
   uint64_t count = 512;
 };
 
-// A large, pre-faulted buffer whose slots rotate so copies miss the cache.
-class Slab {
- public:
-  Slab() {
-    void* p = mmap(nullptr, kSlab, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    base_ = static_cast<char*>(p);
-    for (uint64_t i = 0; i < kSlab; i += 4096) base_[i] = static_cast<char>(i >> 12);
-  }
-  ~Slab() { munmap(base_, kSlab); }
-  char* Slot(uint64_t i, uint64_t size) const {
-    const uint64_t slots = kSlab / size;
-    return base_ + (i % slots) * size;
-  }
-
- private:
-  char* base_ = nullptr;
-};
-
 uint64_t CountFor(uint64_t size, bool quick) {
-  const uint64_t budget = (quick ? 64 : 512) * kMiB;
+  const uint64_t budget = (quick ? 64 : 256) * kMiB;
   return std::clamp<uint64_t>(budget / size, 64, quick ? 2000 : 20000);
-}
-
-Series MemcpyBaseline(uint64_t size, uint64_t count) {
-  Slab src, dst;
-  Series s{"memcpy dram (baseline)", size, 1};
-  const double t0 = NowSeconds();
-  for (uint64_t i = 0; i < count; ++i) {
-    const double a = NowSeconds();
-    std::memcpy(dst.Slot(i * 7 + 3, size), src.Slot(i, size), size);
-    s.latencies.push_back(NowSeconds() - a);
-  }
-  s.seconds = NowSeconds() - t0;
-  s.ops = count;
-  return s;
-}
-
-// `threads` clients, each putting then getting `count` objects of `size`.
-void RunTierkv(const std::string& address, const std::string& label, uint64_t size, uint64_t count,
-               int threads, std::vector<Series>* out) {
-  Series put{"tierkv " + label + " put", size, threads};
-  Series get{"tierkv " + label + " get", size, threads};
-  std::vector<std::unique_ptr<Client>> clients;
-  std::vector<std::unique_ptr<Slab>> slabs;
-  for (int t = 0; t < threads; ++t) {
-    auto c = Client::Connect(address);
-    if (!c.ok()) {
-      std::fprintf(stderr, "connect %s: %s\n", address.c_str(), c.status().ToString().c_str());
-      return;
-    }
-    clients.push_back(std::move(*c));
-    slabs.push_back(std::make_unique<Slab>());
-  }
-  std::vector<std::vector<double>> lat(threads);
-  std::vector<uint64_t> errors(threads, 0);
-  auto phase = [&](bool is_put, Series* series) {
-    std::vector<std::thread> ts;
-    const double t0 = NowSeconds();
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
-        lat[t].clear();
-        Client& c = *clients[t];
-        for (uint64_t i = 0; i < count; ++i) {
-          const std::string key = "b/" + std::to_string(t) + "/" + std::to_string(i);
-          char* slot = slabs[t]->Slot(i, size);
-          const double a = NowSeconds();
-          bool ok;
-          if (is_put) {
-            ok = c.Put(key, slot, size).ok();
-          } else {
-            ok = c.Get(key, slot, size).ok();
-          }
-          lat[t].push_back(NowSeconds() - a);
-          errors[t] += ok ? 0 : 1;
-        }
-      });
-    }
-    for (auto& th : ts) th.join();
-    series->seconds = NowSeconds() - t0;
-    series->ops = count * threads;
-    for (auto& l : lat) series->latencies.insert(series->latencies.end(), l.begin(), l.end());
-  };
-  phase(true, &put);
-  phase(false, &get);
-  uint64_t total_errors = 0;
-  for (uint64_t e : errors) total_errors += e;
-  if (total_errors > 0)
-    std::fprintf(stderr, "%s: %llu errors\n", label.c_str(),
-                 static_cast<unsigned long long>(total_errors));
-  (void)clients[0]->RemoveAll(kDefaultTenant, /*force=*/true);
-  out->push_back(std::move(put));
-  out->push_back(std::move(get));
-}
-
-// Batched small ops: `count` 4 KiB objects, then batch exist and batch get of
-// `batch` keys per call. Ops are keys per second.
-void RunBatched(const std::string& address, uint64_t count, size_t batch, int threads,
-                std::vector<Series>* out) {
-  constexpr uint64_t kSize = 4 * kKiB;
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int t = 0; t < threads; ++t) {
-    auto c = Client::Connect(address);
-    if (!c.ok()) return;
-    clients.push_back(std::move(c).value());
-  }
-  std::vector<std::vector<std::string>> keys(threads);
-  const std::string value(kSize, 'v');
-  for (int t = 0; t < threads; ++t) {
-    std::vector<PutItem> items;
-    for (uint64_t i = 0; i < count; ++i)
-      keys[t].push_back("s/" + std::to_string(t) + "/" + std::to_string(i));
-    for (const auto& k : keys[t]) items.push_back({k, value.data(), kSize, {}});
-    (void)clients[t]->BatchPut(items);
-  }
-  for (int mode = 0; mode < 2; ++mode) {
-    Series s{std::string("tierkv uds batch") + std::to_string(batch) + (mode ? " get" : " exist"),
-             kSize, threads};
-    std::vector<std::vector<double>> lat(threads);
-    std::vector<std::thread> ts;
-    const double t0 = NowSeconds();
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
-        std::vector<std::string> bufs(batch, std::string(kSize, '\0'));
-        for (uint64_t i = 0; i + batch <= count; i += batch) {
-          std::vector<std::string_view> views(keys[t].begin() + i, keys[t].begin() + i + batch);
-          const double a = NowSeconds();
-          if (mode == 0) {
-            (void)clients[t]->BatchExist(views);
-          } else {
-            std::vector<GetItem> items;
-            for (size_t j = 0; j < batch; ++j) items.push_back({views[j], bufs[j].data(), kSize});
-            (void)clients[t]->BatchGet(items);
-          }
-          lat[t].push_back(NowSeconds() - a);
-        }
-      });
-    }
-    for (auto& th : ts) th.join();
-    s.seconds = NowSeconds() - t0;
-    s.ops = (count / batch) * batch * threads;
-    for (auto& l : lat) s.latencies.insert(s.latencies.end(), l.begin(), l.end());
-    out->push_back(std::move(s));
-  }
-  (void)clients[0]->RemoveAll(kDefaultTenant, true);
 }
 
 const Series* Find(const std::vector<Series>& all, const std::string& name, uint64_t size,
@@ -198,7 +57,7 @@ const Series* Find(const std::vector<Series>& all, const std::string& name, uint
 
 int ClientOnly(const Options& opt) {
   std::vector<Series> series;
-  RunTierkv(opt.client_only, "client", opt.size, opt.count, 1, &series);
+  RunTierkv(opt.client_only, "client", opt.size, opt.count, 1, /*pipelined=*/false, &series);
   if (series.size() != 2) return 1;
   std::printf(
       "{\"put_gbps\": %.4f, \"get_gbps\": %.4f, \"put_p50_us\": %.1f, "
@@ -210,49 +69,100 @@ int ClientOnly(const Options& opt) {
   return 0;
 }
 
-int Main(const Options& opt) {
-  if (!opt.client_only.empty()) return ClientOnly(opt);
+constexpr int kConcurrency[] = {1, 2, 4};
+constexpr size_t kBatches[] = {16, 128};
+
+struct Peers {
+  RedisPeer* redis = nullptr;
+  MemcachedPeer* memcached = nullptr;
+  uint64_t keys_per_thread = 0;  // batched 4 KiB keys each thread owns
+};
+
+// One round of every measurement.
+std::vector<Series> RunRound(const Options& opt, const testing::ManagerProcess& manager,
+                             const Peers& peers) {
   std::vector<Series> series;
-  std::vector<Ratio> ratios;
   const std::vector<uint64_t> sizes = {4 * kKiB, 64 * kKiB, kMiB, 4 * kMiB};
-
   for (uint64_t size : sizes) series.push_back(MemcpyBaseline(size, CountFor(size, opt.quick)));
-
-  testing::ManagerProcess manager(
-      {"--dram-size", "2560MiB", "--max-object-bytes", "16MiB", "--log-level", "error"});
   for (const bool uds : {true, false}) {
     for (uint64_t size : sizes) {
       for (int threads : {1, 2}) {
         RunTierkv(uds ? manager.uds() : manager.tcp(), uds ? "uds" : "tcp", size,
-                  CountFor(size, opt.quick), threads, &series);
+                  CountFor(size, opt.quick), threads, /*pipelined=*/false, &series);
+        if (uds) {
+          RunTierkv(manager.uds(), "uds", size, CountFor(size, opt.quick), threads,
+                    /*pipelined=*/true, &series);
+        }
       }
     }
   }
-  const uint64_t small_count = opt.quick ? 20000 : 100000;
-  for (int threads : {1, 2}) RunBatched(manager.uds(), small_count, 16, threads, &series);
-  RunBatched(manager.uds(), small_count, 128, 1, &series);
-
-  RedisPeer redis;
-  double redis_pipelined = 0;
-  if (redis.ok()) {
+  const int passes = opt.quick ? 1 : 3;
+  for (int threads : kConcurrency) {
+    for (size_t batch : kBatches) {
+      RunBatched(manager.uds(), peers.keys_per_thread, batch, threads, passes, &series);
+    }
+  }
+  if (peers.redis != nullptr) {
     for (uint64_t size : sizes) {
-      Series put{"redis hiredis uds SET", size, 1};
-      Series get{"redis hiredis uds GET", size, 1};
-      if (redis.RunSetGet(size, CountFor(size, opt.quick), &put, &get)) {
-        series.push_back(std::move(put));
-        series.push_back(std::move(get));
+      for (const bool warm : {false, true}) {
+        const std::string suffix = warm ? " warm" : " cold";
+        Series put{"redis hiredis uds SET" + suffix, size, 1};
+        Series get{"redis hiredis uds GET" + suffix, size, 1};
+        if (peers.redis->RunSetGet(size, CountFor(size, opt.quick), warm, &put, &get)) {
+          series.push_back(std::move(put));
+          series.push_back(std::move(get));
+        }
       }
     }
-    redis_pipelined = redis.PipelinedGetOps(4 * kKiB, 16, 50, opt.quick ? 100000 : 1000000);
+    const uint64_t keyspace = peers.keys_per_thread * 4;
+    for (int clients : kConcurrency) {
+      for (size_t batch : kBatches) {
+        for (const char* cmd : {"GET", "EXISTS"}) {
+          const uint64_t requests = (opt.quick ? 50000 : 200000) * clients;
+          Series rb{std::string("redis-benchmark ") + cmd + " -P" + std::to_string(batch),
+                    kBatchValueBytes, clients};
+          const double ops =
+              peers.redis->CommandOps(std::string(cmd) + " key:__rand_int__",
+                                      static_cast<int>(batch), clients, requests, keyspace);
+          rb.ops = requests;
+          rb.seconds = ops > 0 ? requests / ops : 0;
+          series.push_back(rb);
+        }
+      }
+    }
+    const double legacy =
+        peers.redis->PipelinedGetOps(4 * kKiB, 16, 50, opt.quick ? 100000 : 1000000);
     Series rb{"redis-benchmark GET -P16 -c50", 4 * kKiB, 50};
     rb.ops = 1;
-    rb.seconds = redis_pipelined > 0 ? 1.0 / redis_pipelined : 0;
+    rb.seconds = legacy > 0 ? 1.0 / legacy : 0;
     series.push_back(rb);
-  } else {
-    std::fprintf(stderr, "redis-server did not start: Redis comparisons skipped\n");
   }
+  if (peers.memcached != nullptr) {
+    for (uint64_t size : {4 * kKiB, kMiB}) {
+      for (const bool warm : {false, true}) {
+        const std::string suffix = warm ? " warm" : " cold";
+        Series put{"memcached uds set" + suffix, size, 1};
+        Series get{"memcached uds get" + suffix, size, 1};
+        if (RunMemcachedSetGet(peers.memcached->socket(), size, CountFor(size, opt.quick), warm,
+                               &put, &get)) {
+          series.push_back(std::move(put));
+          series.push_back(std::move(get));
+        }
+      }
+    }
+    for (int threads : kConcurrency) {
+      for (size_t batch : kBatches) {
+        RunMemcachedBatched(peers.memcached->socket(), peers.keys_per_thread, batch, threads,
+                            passes, &series);
+      }
+    }
+  }
+  return series;
+}
 
-  PrintTable(series);
+// The ratios between figures of one round.
+std::vector<Ratio> RoundRatios(const std::vector<Series>& series) {
+  std::vector<Ratio> ratios;
   auto ratio = [&](const std::string& name, const Series* a, const Series* b, double target,
                    bool ops) {
     if (a && b && (ops ? b->OpsPerSec() : b->GBps()) > 0) {
@@ -260,30 +170,104 @@ int Main(const Options& opt) {
           {name, (ops ? a->OpsPerSec() / b->OpsPerSec() : a->GBps() / b->GBps()), target});
     }
   };
+  for (uint64_t size : {64 * kKiB, kMiB, 4 * kMiB}) {
+    const std::string sz = SizeName(size);
+    const double target = size == 64 * kKiB ? 0.5 : size == kMiB ? 0.85 : 0.9;
+    const Series* base = Find(series, "memcpy dram (baseline)", size, 1);
+    ratio("uds put " + sz + " 1 thread / memcpy", Find(series, "tierkv uds put", size, 1), base, 0,
+          false);
+    ratio("uds put " + sz + " pipelined 1 thread / memcpy",
+          Find(series, "tierkv uds put pipelined", size, 1), base, target, false);
+    ratio("uds get " + sz + " 1 thread / memcpy", Find(series, "tierkv uds get", size, 1), base,
+          target, false);
+  }
   for (uint64_t size : {kMiB, 4 * kMiB}) {
     const std::string sz = SizeName(size);
-    const Series* base = Find(series, "memcpy dram (baseline)", size, 1);
-    ratio("uds put " + sz + " 1 thread / memcpy", Find(series, "tierkv uds put", size, 1), base,
-          0.8, false);
-    ratio("uds get " + sz + " 1 thread / memcpy", Find(series, "tierkv uds get", size, 1), base,
-          0.8, false);
-    ratio("uds put " + sz + " 1 thread / redis SET", Find(series, "tierkv uds put", size, 1),
-          Find(series, "redis hiredis uds SET", size, 1), 2.5, false);
-    ratio("uds get " + sz + " 1 thread / redis GET", Find(series, "tierkv uds get", size, 1),
-          Find(series, "redis hiredis uds GET", size, 1), 2.5, false);
-  }
-  const Series* rb = Find(series, "redis-benchmark GET -P16 -c50", 4 * kKiB, 50);
-  for (const char* name : {"tierkv uds batch16 exist", "tierkv uds batch16 get"}) {
-    for (int threads : {1, 2}) {
-      ratio(std::string(name).substr(11) + " 4KiB " + std::to_string(threads) +
-                "t / redis-benchmark -P16",
-            Find(series, name, 4 * kKiB, threads), rb, 2.0, true);
+    for (const char* temp : {" warm", " cold"}) {
+      const double target = std::strcmp(temp, " warm") == 0 ? 2.5 : 0;
+      ratio("uds put " + sz + " 1 thread / redis SET" + temp,
+            Find(series, "tierkv uds put", size, 1),
+            Find(series, std::string("redis hiredis uds SET") + temp, size, 1), target, false);
+      ratio("uds get " + sz + " 1 thread / redis GET" + temp,
+            Find(series, "tierkv uds get", size, 1),
+            Find(series, std::string("redis hiredis uds GET") + temp, size, 1), target, false);
     }
   }
-  ratio("uds batch128 get 4KiB 1t / redis-benchmark -P16",
-        Find(series, "tierkv uds batch128 get", 4 * kKiB, 1), rb, 0, true);
+  for (uint64_t size : {4 * kKiB, kMiB}) {
+    const std::string sz = SizeName(size);
+    ratio("uds put " + sz + " 1 thread / memcached set warm",
+          Find(series, "tierkv uds put", size, 1), Find(series, "memcached uds set warm", size, 1),
+          0, false);
+    ratio("uds get " + sz + " 1 thread / memcached get warm",
+          Find(series, "tierkv uds get", size, 1), Find(series, "memcached uds get warm", size, 1),
+          0, false);
+  }
+  // Batched 4 KiB lookups against the peers at the same concurrency and depth.
+  for (size_t batch : kBatches) {
+    const std::string b = std::to_string(batch);
+    for (int threads : kConcurrency) {
+      const std::string t = std::to_string(threads);
+      for (const char* op : {"exist", "get"}) {
+        const bool get = std::strcmp(op, "get") == 0;
+        const Series* ours =
+            Find(series, "tierkv uds batch" + b + " " + op, kBatchValueBytes, threads);
+        ratio("batch" + b + " " + op + " x" + t + " / redis-benchmark " + (get ? "GET" : "EXISTS") +
+                  " -P" + b + " -c" + t,
+              ours,
+              Find(series, std::string("redis-benchmark ") + (get ? "GET" : "EXISTS") + " -P" + b,
+                   kBatchValueBytes, threads),
+              2.0, true);
+        ratio("batch" + b + " " + op + " x" + t + " / memcached mg x" + t, ours,
+              Find(series, "memcached mg batch" + b + " " + op, kBatchValueBytes, threads), 2.0,
+              true);
+      }
+    }
+  }
+  ratio("batch16 get x1 / redis-benchmark GET -P16 -c50",
+        Find(series, "tierkv uds batch16 get", kBatchValueBytes, 1),
+        Find(series, "redis-benchmark GET -P16 -c50", 4 * kKiB, 50), 0, true);
+  return ratios;
+}
+
+int Main(const Options& opt) {
+  if (!opt.client_only.empty()) return ClientOnly(opt);
+  testing::ManagerProcess manager(
+      {"--dram-size", "2560MiB", "--max-object-bytes", "16MiB", "--log-level", "error"});
+  Peers peers;
+  peers.keys_per_thread = opt.quick ? 4096 : 16384;
+  const int max_threads = *std::max_element(std::begin(kConcurrency), std::end(kConcurrency));
+  if (!PreloadBatchKeys(manager.uds(), max_threads, peers.keys_per_thread)) {
+    std::fprintf(stderr, "could not store the batched keys\n");
+    return 1;
+  }
+  RedisPeer redis;
+  if (redis.ok() && redis.Preload(peers.keys_per_thread * max_threads, kBatchValueBytes)) {
+    peers.redis = &redis;
+  } else {
+    std::fprintf(stderr, "redis-server did not start: Redis comparisons skipped\n");
+  }
+  MemcachedPeer memcached(2048);
+  if (memcached.ok() &&
+      PreloadMemcached(memcached.socket(), peers.keys_per_thread * max_threads, kBatchValueBytes)) {
+    peers.memcached = &memcached;
+  } else {
+    std::fprintf(stderr, "memcached did not start: memcached comparisons skipped\n");
+  }
+  const int rounds = opt.quick ? 1 : 3;
+  std::vector<std::vector<Series>> all;
+  std::vector<std::vector<Ratio>> all_ratios;
+  for (int r = 0; r < rounds; ++r) {
+    std::fprintf(stderr, "round %d of %d\n", r + 1, rounds);
+    all.push_back(RunRound(opt, manager, peers));
+    all_ratios.push_back(RoundRatios(all.back()));
+  }
+  const std::vector<Series> series = MedianSeries(all);
+  const std::vector<Ratio> ratios = MedianRatios(all_ratios);
+  std::printf("%u cores; each figure is the median of %d round(s)\n",
+              std::thread::hardware_concurrency(), rounds);
+  PrintTable(series);
   PrintRatios(ratios);
-  return FinishReport(opt.json, series, ratios);
+  return FinishReport(opt.json, series, ratios, rounds);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace tierkv::bench {
 
@@ -13,6 +14,51 @@ double Series::PercentileUs(double p) const {
   const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * v.size()));
   std::nth_element(v.begin(), v.begin() + i, v.end());
   return v[i] * 1e6;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<Series> MedianSeries(const std::vector<std::vector<Series>>& rounds) {
+  std::vector<Series> out;
+  if (rounds.empty()) return out;
+  for (const Series& first : rounds[0]) {
+    std::vector<const Series*> same;
+    for (const auto& round : rounds) {
+      for (const Series& s : round) {
+        if (s.name == first.name && s.object_bytes == first.object_bytes &&
+            s.threads == first.threads) {
+          same.push_back(&s);
+          break;
+        }
+      }
+    }
+    std::sort(same.begin(), same.end(),
+              [](const Series* a, const Series* b) { return a->OpsPerSec() < b->OpsPerSec(); });
+    out.push_back(*same[same.size() / 2]);
+  }
+  return out;
+}
+
+std::vector<Ratio> MedianRatios(const std::vector<std::vector<Ratio>>& rounds) {
+  std::vector<Ratio> out;
+  if (rounds.empty()) return out;
+  for (const Ratio& first : rounds[0]) {
+    std::vector<double> values;
+    for (const auto& round : rounds) {
+      for (const Ratio& r : round) {
+        if (r.name == first.name) {
+          values.push_back(r.value);
+          break;
+        }
+      }
+    }
+    out.push_back({first.name, Median(values), first.target});
+  }
+  return out;
 }
 
 std::string SizeName(uint64_t bytes) {
@@ -44,10 +90,12 @@ void PrintRatios(const std::vector<Ratio>& ratios) {
 }
 
 bool WriteJson(const std::string& path, const std::vector<Series>& series,
-               const std::vector<Ratio>& ratios) {
+               const std::vector<Ratio>& ratios, int rounds) {
   std::ofstream out(path);
   if (!out) return false;
-  out << "{\n  \"series\": [\n";
+  out << "{\n  \"cores\": " << std::thread::hardware_concurrency() << ",\n";
+  if (rounds > 0) out << "  \"rounds\": " << rounds << ",\n";
+  out << "  \"series\": [\n";
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
     out << "    {\"name\": \"" << s.name << "\", \"object_bytes\": " << s.object_bytes
@@ -68,10 +116,10 @@ bool WriteJson(const std::string& path, const std::vector<Series>& series,
 }
 
 int FinishReport(const std::string& path, const std::vector<Series>& series,
-                 const std::vector<Ratio>& ratios) {
+                 const std::vector<Ratio>& ratios, int rounds) {
   if (path.empty()) return 0;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  if (!WriteJson(path, series, ratios)) {
+  if (!WriteJson(path, series, ratios, rounds)) {
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
     return 1;
   }

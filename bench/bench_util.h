@@ -35,17 +35,29 @@ struct Ratio {
   double target = 0;  // 0: informational
 };
 
+// The median of `v` (the upper one of an even count); 0 when empty.
+double Median(std::vector<double> v);
+
+// Rounds of the same measurements, interleaved: per (name, size, threads) the
+// series of the round with the median throughput, in the first round's order.
+std::vector<Series> MedianSeries(const std::vector<std::vector<Series>>& rounds);
+// Per name, the median of the rounds' values (each round's ratio is taken
+// between figures of that round).
+std::vector<Ratio> MedianRatios(const std::vector<std::vector<Ratio>>& rounds);
+
 // Prints the series as an aligned table.
 void PrintTable(const std::vector<Series>& series);
 void PrintRatios(const std::vector<Ratio>& ratios);
 // Writes {"series": [...], "ratios": [...]} to `path`; false on I/O error.
 bool WriteJson(const std::string& path, const std::vector<Series>& series,
-               const std::vector<Ratio>& ratios);
+               const std::vector<Ratio>& ratios, int rounds = 0);
 
 // Writes the JSON report to `path` (creating its directory; nothing when
 // `path` is empty) and says where; returns the process exit status.
+// `rounds` (> 0) is how many interleaved rounds each figure is the median of;
+// it is written with the machine's core count.
 int FinishReport(const std::string& path, const std::vector<Series>& series,
-                 const std::vector<Ratio>& ratios);
+                 const std::vector<Ratio>& ratios, int rounds = 0);
 
 std::string SizeName(uint64_t bytes);  // "4KiB", "1MiB"
 

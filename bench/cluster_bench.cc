@@ -46,11 +46,6 @@ std::unique_ptr<testing::ManagerProcess> Start(const testing::EtcdCluster& etcd,
       std::to_string(ttl)});
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 }  // namespace
 }  // namespace tierkv::bench
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,13 +55,21 @@ RedisPeer::~RedisPeer() {
   }
 }
 
-bool RedisPeer::RunSetGet(uint64_t size, uint64_t count, Series* put, Series* get) {
+bool RedisPeer::RunSetGet(uint64_t size, uint64_t count, bool warm, Series* put, Series* get) {
   redisContext* c = redisConnectUnix(socket_.c_str());
   if (c == nullptr || c->err) return false;
   std::string value(size, 'r');
   std::vector<std::string> keys;
   for (uint64_t i = 0; i < count; ++i) keys.push_back("bench:" + std::to_string(i));
   bool ok = true;
+  if (warm) {
+    for (const auto& k : keys) {
+      auto* r = static_cast<redisReply*>(
+          redisCommand(c, "SET %b %b", k.data(), k.size(), value.data(), value.size()));
+      ok = ok && r != nullptr && r->type == REDIS_REPLY_STATUS;
+      if (r) freeReplyObject(r);
+    }
+  }
   double t0 = NowSeconds();
   for (const auto& k : keys) {
     const double s = NowSeconds();
@@ -91,10 +100,55 @@ bool RedisPeer::RunSetGet(uint64_t size, uint64_t count, Series* put, Series* ge
   get->seconds = NowSeconds() - t0;
   get->ops = count;
   get->object_bytes = size;
-  auto* r = static_cast<redisReply*>(redisCommand(c, "FLUSHALL"));
-  if (r) freeReplyObject(r);
+  for (const auto& k : keys) {
+    auto* r = static_cast<redisReply*>(redisCommand(c, "DEL %b", k.data(), k.size()));
+    if (r) freeReplyObject(r);
+  }
   redisFree(c);
   return ok;
+}
+
+bool RedisPeer::Preload(uint64_t count, uint64_t size) {
+  redisContext* c = redisConnectUnix(socket_.c_str());
+  if (c == nullptr || c->err) return false;
+  const std::string value(size, 'p');
+  char key[32];
+  bool ok = true;
+  constexpr uint64_t kWindow = 256;  // pipelined: appended, then the answers read
+  for (uint64_t base = 0; base < count; base += kWindow) {
+    const uint64_t end = std::min(count, base + kWindow);
+    for (uint64_t i = base; i < end; ++i) {
+      const int n =
+          std::snprintf(key, sizeof(key), "key:%012llu", static_cast<unsigned long long>(i));
+      redisAppendCommand(c, "SET %b %b", key, static_cast<size_t>(n), value.data(), value.size());
+    }
+    for (uint64_t i = base; i < end; ++i) {
+      void* reply = nullptr;
+      ok = ok && redisGetReply(c, &reply) == REDIS_OK;
+      if (reply) freeReplyObject(reply);
+    }
+  }
+  redisFree(c);
+  return ok;
+}
+
+double RedisPeer::CommandOps(const std::string& command, int pipeline, int clients,
+                             uint64_t requests, uint64_t keyspace) {
+  const std::string cmd = "redis-benchmark -s " + socket_ + " -P " + std::to_string(pipeline) +
+                          " -c " + std::to_string(clients) + " -n " + std::to_string(requests) +
+                          " -r " + std::to_string(keyspace) + " -q --csv " + command +
+                          " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return 0;
+  char line[512];
+  double ops = 0;
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    // "GET key:__rand_int__","123456.78",...
+    const char* sep = std::strstr(line, "\",\"");
+    if (sep != nullptr && ops == 0) ops = std::atof(sep + 3);
+  }
+  pclose(p);
+  return ops;
 }
 
 double RedisPeer::PipelinedGetOps(uint64_t size, int pipeline, int clients, uint64_t requests) {

@@ -20,10 +20,19 @@ class RedisPeer {
   const std::string& socket() const { return socket_; }
 
   // SETs then GETs `count` distinct keys of `size` bytes over one hiredis
-  // connection; fills a put and a get series.
-  bool RunSetGet(uint64_t size, uint64_t count, Series* put, Series* get);
+  // connection; fills a put and a get series. `warm`: the same keys are SET
+  // once before the measured pass, so it overwrites (no first-touch page
+  // faults in the server); otherwise the server starts empty.
+  bool RunSetGet(uint64_t size, uint64_t count, bool warm, Series* put, Series* get);
   // redis-benchmark -t get -P <pipeline> -d <size>: GET requests per second.
   double PipelinedGetOps(uint64_t size, int pipeline, int clients, uint64_t requests);
+  // Stores "key:%012d" for 0 <= i < count, `size` bytes each: the names
+  // redis-benchmark's "key:__rand_int__" draws with -r count.
+  bool Preload(uint64_t count, uint64_t size);
+  // redis-benchmark running `command` (e.g. "GET key:__rand_int__") with
+  // -P pipeline -c clients -r keyspace: requests per second.
+  double CommandOps(const std::string& command, int pipeline, int clients, uint64_t requests,
+                    uint64_t keyspace);
 
  private:
   pid_t pid_ = -1;

@@ -69,11 +69,6 @@ std::pair<double, double> PutGet(Store& st, uint64_t size, uint64_t count) {
   return {put, get};
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 void FeedCost(int rounds, std::vector<Ratio>* ratios) {
   for (uint64_t size : {uint64_t{4096}, kMiB}) {
     const uint64_t count = size == 4096 ? 400000 : 4000;

@@ -115,10 +115,11 @@ ItemStatus ToPy(const Status& st, size_t size = 0) {
 class PyClient {
  public:
   PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
-           std::string client_name, std::string name_space)
+           std::string client_name, std::string name_space, bool pipeline_commits)
       : tenant_(std::move(tenant)) {
     tierkv::ClientOptions o;
     o.rank = rank;
+    o.pipeline_commits = pipeline_commits;
     o.io_timeout_ms = timeout_ms;
     o.client_name = std::move(client_name);
     o.name_space = std::move(name_space);
@@ -362,6 +363,15 @@ class PyClient {
     return out;
   }
 
+  void Flush() {
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = C().Flush();
+    }
+    Check(st);
+  }
+
   void Remove(const py::handle& key, const py::object& tenant) {
     const std::string k = KeyOf(key);
     const std::string t = TenantOr(tenant);
@@ -480,11 +490,13 @@ PYBIND11_MODULE(_tierkv, m) {
       });
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string>(),
+      .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string,
+                    bool>(),
            py::arg("address"), py::arg("tenant") = "default", py::arg("rank") = 0,
            py::arg("timeout_ms") = 30000, py::arg("client_name") = "python",
-           py::arg("namespace") = "")
+           py::arg("namespace") = "", py::arg("pipeline_commits") = false)
       .def("close", &PyClient::Close)
+      .def("flush", &PyClient::Flush)
       .def_property_readonly("closed", &PyClient::closed)
       .def_property_readonly("shared_memory", &PyClient::shared_memory)
       .def_property_readonly("tenant", &PyClient::tenant)

@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libhiredis-dev
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
   liburing-dev libcpp-httplib-dev nlohmann-json3-dev libssl-dev python3-requests prometheus wrk openssl
-  redis-server redis-tools e2fsprogs
+  redis-server redis-tools memcached e2fsprogs
   python3 python3-dev pybind11-dev python3-pytest python3-numpy python3-torch
   python3-pip python3-venv python3-setuptools python3-wheel systemd
   libasio-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler etcd-server etcd-client

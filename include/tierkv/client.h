@@ -53,6 +53,17 @@ struct ClientOptions {
   // Busy-poll for a reply this long before sleeping (0 = never). Waking a
   // sleeping thread costs tens of microseconds on virtual machines.
   int spin_us = 50;
+  // Unix socket only: Put and Upsert return once the value is copied and its
+  // COMMIT is sent, without waiting for the answer; the next put's ALLOC goes
+  // out before that answer is read, so a put costs one round trip, not two.
+  // The outcome is known at the next call on this client (or at Flush): if
+  // the commit failed (LEASE_EXPIRED: the copy outlasted --alloc-timeout-ms;
+  // NOT_FOUND: the grant was revoked), or the connection was lost before its
+  // answer (UNAVAILABLE), that call returns the failure, naming the key, and
+  // does nothing else; calling it again performs it. Until then another
+  // client may not see the object yet; this client's own later calls do
+  // (a session's requests run in order). Off: every put waits for its commit.
+  bool pipeline_commits = false;
 };
 
 struct WriteOptions {
@@ -123,6 +134,11 @@ class Client {
   Status Upsert(std::string_view key, std::string_view value, const WriteOptions& options = {}) {
     return Upsert(key, value.data(), value.size(), options);
   }
+
+  // Reads the outcome of a pipelined commit still unanswered
+  // (ClientOptions::pipeline_commits) and returns its failure, if any; OK
+  // when there is none. Call it before telling another process a put is done.
+  Status Flush();
 
   // Copies the value into `buffer` and returns its length. NOT_FOUND on a miss;
   // TOO_LARGE when `capacity` is smaller than the value (nothing is copied; the

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tierkv
+from conftest import Manager
 
 
 def test_transport(client):
@@ -185,3 +186,42 @@ def test_namespaces_derive_alike_in_both_clients_and_are_recorded(manager):
         tierkv.Client(manager.uds, namespace="tierkv:v1:nothex")
     with pytest.raises(TypeError):
         tierkv.derive_namespace(model=3)
+
+
+def test_pipelined_commits_store_everything_and_flush_reports(manager):
+    writer = tierkv.Client(manager.uds, "pipelined", pipeline_commits=True)
+    reader = tierkv.Client(manager.uds, "pipelined")
+    try:
+        values = {f"k{i}": bytes([i % 251]) * (1 + 997 * i) for i in range(60)}
+        for key, value in values.items():
+            writer.put(key, value)
+        assert writer.get("k7") == values["k7"]  # its own later calls see its puts
+        with pytest.raises(tierkv.Duplicated):
+            writer.put("k1", b"again")  # the alloc is still answered by the put
+        writer.flush()
+        for key, value in values.items():
+            assert reader.get(key) == value
+    finally:
+        writer.remove_all(force=True)
+        writer.close()
+        reader.close()
+
+
+def test_a_failed_pipelined_commit_is_raised_by_the_next_call():
+    # A 1 ms write grant: copying 96 MiB outlasts it on any machine.
+    m = Manager("--alloc-timeout-ms", "1", "--dram-size", "256MiB", "--max-object-bytes", "128MiB")
+    try:
+        c = tierkv.Client(m.uds, pipeline_commits=True)
+        c.put("small", b"v")
+        c.put("big", bytes(96 << 20))
+        with pytest.raises((tierkv.LeaseExpired, tierkv.NotFound), match="commit of 'big'"):
+            c.remove("small")
+        assert c.exists("small")  # the remove did not run
+        c.put("big", bytes(96 << 20))
+        with pytest.raises((tierkv.LeaseExpired, tierkv.NotFound), match="commit of 'big'"):
+            c.flush()
+        c.flush()  # reported once
+        assert not c.exists("big")
+        c.close()
+    finally:
+        m.close()

@@ -28,17 +28,31 @@ class Client:
     """
 
     def __init__(self, address: str, tenant: str = "default", *, rank: int = 0,
-                 timeout_ms: int = 30000, client_name: str = "python", namespace: str = ""):
+                 timeout_ms: int = 30000, client_name: str = "python", namespace: str = "",
+                 pipeline_commits: bool = False):
         """``namespace``: the storage namespace recorded with every object this client
         puts (``tierkv:v1:<64 lowercase hex>``, see :func:`tierkv.derive_namespace`);
-        a malformed one raises :class:`tierkv.InvalidArgument`."""
-        self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name, namespace)
+        a malformed one raises :class:`tierkv.InvalidArgument`.
+
+        ``pipeline_commits`` (Unix socket only): ``put``, ``upsert`` and ``put_from``
+        return once the value is copied and its commit sent, without waiting for the
+        answer (one round trip per put instead of two). A commit that failed is
+        raised by the next call on this client, which then does nothing else, or by
+        :meth:`flush`; until then other clients may not see the object yet."""
+        self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name, namespace,
+                                 pipeline_commits)
         self.address = address
 
     # -- lifecycle ----------------------------------------------------------
     def close(self) -> None:
         """Closes the connection; later calls raise :class:`tierkv.Unavailable`."""
         self._c.close()
+
+    def flush(self) -> None:
+        """Waits for the answer to a pipelined commit still unanswered and raises
+        its failure (the error class of its code, naming the key); returns at once
+        when there is none. Call it before telling another process a put is done."""
+        self._c.flush()
 
     @property
     def closed(self) -> bool:

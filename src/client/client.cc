@@ -135,6 +135,7 @@ class Client::Impl {
   std::string reply;
   TransferStats stats;
   uint32_t rank = 0;
+  bool pipeline_commits = false;
 
   // Records one batch call and, about once a second, posts the report.
   void Account(TransferStats::Op op, uint64_t bytes, int64_t start_ns) {
@@ -185,6 +186,7 @@ Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,
   if (!addr.ok()) return addr.status();
   auto impl = std::make_unique<Impl>(*addr, options);
   impl->rank = options.rank;
+  impl->pipeline_commits = options.pipeline_commits;
   if (Status st = impl->conn.Open(); !st.ok()) return st;
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -214,7 +216,21 @@ Status Client::Impl::PutOne(std::string_view key, const void* data, size_t size,
   if (conn.shared_memory()) {
     Writer w = Begin();
     proto::AllocRequest{o.tenant, key, size, o.group_id, flags}.Encode(w);
-    if (Status st = Call(Opcode::kAlloc); !st.ok()) return st;
+    // Pipelined: this ALLOC overtakes the previous put's unread commit answer.
+    Status st =
+        pipeline_commits ? conn.CallOverlapped(Opcode::kAlloc, body, &reply) : Call(Opcode::kAlloc);
+    if (Status earlier = conn.TakeDeferred(); !earlier.ok()) {
+      // The previous put failed: report it, and undo this one's grant.
+      Reader r(reply);
+      const proto::AllocReply grant = proto::DecodeAllocReply(r);
+      if (st.ok() && r.ok()) {
+        Writer a = Begin();
+        a.U64(grant.alloc_id);
+        (void)conn.Post(Opcode::kAbort, body);
+      }
+      return earlier;
+    }
+    if (!st.ok()) return st;
     Reader r(reply);
     const proto::AllocReply grant = proto::DecodeAllocReply(r);
     if (!r.ok() || grant.offset + size > conn.pool_size()) {
@@ -223,6 +239,9 @@ Status Client::Impl::PutOne(std::string_view key, const void* data, size_t size,
     std::memcpy(conn.pool() + grant.offset, data, size);
     Writer c = Begin();
     c.U64(grant.alloc_id);
+    if (pipeline_commits) {
+      return conn.PostChecked(Opcode::kCommit, body, "the commit of '" + std::string(key) + "'");
+    }
     return Call(Opcode::kCommit);
   }
   if (size > conn.limits().max_object_bytes) {
@@ -246,6 +265,11 @@ Status Client::Put(std::string_view key, const void* data, size_t size,
                    const WriteOptions& options) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->PutOne(key, data, size, options, /*upsert=*/false);
+}
+
+Status Client::Flush() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->conn.Settle();
 }
 
 Status Client::Upsert(std::string_view key, const void* data, size_t size,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "common/prefault.h"
 #include "protocol/codec.h"
@@ -24,7 +25,15 @@ void Connection::Close() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   broken_ = true;
+  for (const Posted& p : posted_) {
+    if (!p.what.empty() && deferred_.ok()) {
+      deferred_ = Status(Code::kUnavailable,
+                         "the outcome of " + p.what + " is unknown: the connection to " +
+                             address_.ToString() + " was lost before its reply");
+    }
+  }
   posted_.clear();
+  checked_unread_ = 0;
 }
 
 Status Connection::Open() {
@@ -46,6 +55,14 @@ Status Connection::Open() {
 }
 
 Status Connection::Call(proto::Opcode op, std::string_view body, std::string* reply) {
+  if (checked_unread_ > 0) {
+    if (Status st = Settle(); !st.ok()) return st;
+  }
+  return CallOverlapped(op, body, reply);
+}
+
+Status Connection::CallOverlapped(proto::Opcode op, std::string_view body, std::string* reply) {
+  if (!deferred_.ok()) return TakeDeferred();
   if (broken_) {
     if (Status st = Open(); !st.ok()) return st;
   }
@@ -63,7 +80,57 @@ Status Connection::Post(proto::Opcode op, std::string_view body) {
   if (broken_) return Status(Code::kUnavailable, "not connected");
   uint64_t id = 0;
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
-  posted_.push_back(id);
+  posted_.push_back({id, {}});
+  return Status::Ok();
+}
+
+Status Connection::PostChecked(proto::Opcode op, std::string_view body, std::string what) {
+  if (!deferred_.ok()) return TakeDeferred();
+  if (broken_) return Status(Code::kUnavailable, "not connected");
+  uint64_t id = 0;
+  if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
+  posted_.push_back({id, std::move(what)});
+  ++checked_unread_;
+  return Status::Ok();
+}
+
+Status Connection::TakeDeferred() { return std::exchange(deferred_, Status::Ok()); }
+
+Status Connection::Settle() {
+  if (!posted_.empty() && !broken_) (void)ReadPosted();  // a lost connection is deferred
+  return TakeDeferred();
+}
+
+Status Connection::ReadPosted() {
+  proto::FrameHeader rh;
+  int received_fd = -1;
+  while (!posted_.empty()) {
+    // Off the list before the read: a read that fails closes the connection,
+    // and Close() reports the checked posts still on it as unknown.
+    const Posted p = std::move(posted_.front());
+    posted_.pop_front();
+    if (!p.what.empty()) --checked_unread_;
+    if (Status st = ReadReply(&rh, &scratch_, false, &received_fd); !st.ok()) {
+      if (!p.what.empty() && deferred_.ok()) {
+        deferred_ =
+            Status(Code::kUnavailable, "the outcome of " + p.what + " is unknown: " + st.message());
+      }
+      return st;
+    }
+    if (rh.request_id != p.request_id) {
+      if (!p.what.empty() && deferred_.ok()) {
+        deferred_ = Status(Code::kProtocolError,
+                           "the outcome of " + p.what + " is unknown: a reply came out of order");
+      }
+      Close();
+      return Status(Code::kProtocolError, "reply out of order (request id mismatch)");
+    }
+    if (!p.what.empty() && rh.status != 0 && deferred_.ok()) {
+      proto::Reader r(scratch_);
+      const Code code = static_cast<Code>(std::min<uint16_t>(rh.status, kMaxCode));
+      deferred_ = Status(code, p.what + " failed: " + std::string(r.Str()));
+    }
+  }
   return Status::Ok();
 }
 
@@ -128,15 +195,8 @@ Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
   proto::FrameHeader rh;
   int received_fd = -1;
-  // Replies to posted requests come first; they are read and dropped.
-  for (uint64_t posted : posted_) {
-    if (Status st = ReadReply(&rh, &scratch_, false, &received_fd); !st.ok()) return st;
-    if (rh.request_id != posted) {
-      Close();
-      return Status(Code::kProtocolError, "reply out of order (request id mismatch)");
-    }
-  }
-  posted_.clear();
+  // Replies to posted requests come first.
+  if (Status st = ReadPosted(); !st.ok()) return st;
   const bool with_fd = hello && address_.kind == proto::Address::Kind::kUnix;
   if (Status st = ReadReply(&rh, reply, with_fd, &received_fd); !st.ok()) return st;
   if (rh.request_id != id || (rh.flags & proto::kFlagResponse) == 0 || rh.status > kMaxCode) {

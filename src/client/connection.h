@@ -9,6 +9,7 @@
 #define TIERKV_CLIENT_CONNECTION_H_
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,11 +30,25 @@ class Connection {
   Status Open();
   // Sends one request and waits for its reply. On OK `reply` holds the reply
   // body; a non-OK reply status is returned with the manager's message.
+  // Outcomes of checked posts still unread are read first: if one failed, its
+  // failure is returned and this request is not sent.
   Status Call(proto::Opcode op, std::string_view body, std::string* reply);
+  // As Call, but sent before the unread outcomes of checked posts are read
+  // (they arrive first, replies come in request order). A failed one is kept:
+  // the caller takes it with TakeDeferred() and undoes this request's effect.
+  Status CallOverlapped(proto::Opcode op, std::string_view body, std::string* reply);
   // Sends one request without waiting; its reply is read and dropped before
   // the next call's reply (replies come in request order). For releases whose
   // outcome the client already knows.
   Status Post(proto::Opcode op, std::string_view body);
+  // Sends one request without waiting whose outcome matters: a failure reply
+  // (or losing the connection before it is read) becomes the deferred status,
+  // described as the outcome of `what`.
+  Status PostChecked(proto::Opcode op, std::string_view body, std::string what);
+  // Reads every unread reply and returns (and clears) the deferred status.
+  Status Settle();
+  // Returns and clears the deferred status (OK when there is none).
+  Status TakeDeferred();
 
   bool shared_memory() const { return pool_ != nullptr; }
   uint8_t* pool() const { return pool_; }
@@ -47,6 +62,13 @@ class Connection {
   // Reads one reply frame into *header / *body (and a passed descriptor when
   // `with_fd`). Transport errors close the connection.
   Status ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd);
+  // Reads the replies of posted requests, recording a checked one's failure.
+  Status ReadPosted();
+
+  struct Posted {
+    uint64_t request_id = 0;
+    std::string what;  // empty: the reply is dropped; else whose outcome it is
+  };
 
   const proto::Address address_;
   const ClientOptions options_;
@@ -54,7 +76,9 @@ class Connection {
   bool broken_ = true;
   bool send_failed_ = false;  // the last request could not be written at all
   uint64_t next_request_ = 1;
-  std::vector<uint64_t> posted_;  // request ids whose replies are still unread
+  std::deque<Posted> posted_;  // requests whose replies are still unread
+  size_t checked_unread_ = 0;  // how many of them are checked
+  Status deferred_;            // a checked post's failure, not yet returned
   std::string scratch_;
   uint8_t* pool_ = nullptr;
   uint64_t pool_size_ = 0;
