@@ -1,26 +1,31 @@
 // tierkv_ssd_bench: the SSD tier against the disk it runs on.
 //
-// In one run, on one directory (--dir, default ./bench-ssd):
-//   - the baseline: raw single-thread O_DIRECT sequential write, then read, of a
-//     freshly preallocated file in 1 MiB and 4 MiB transfers (one at a time);
+// In one run, on one directory (--dir, default ./bench-ssd), three rounds of:
+//   - the baseline: raw O_DIRECT write, then read, of a freshly preallocated
+//     file in 1 MiB and 4 MiB transfers at queue depth 1, 4 and 16 (that many
+//     threads, each moving every depth-th transfer);
 //   - tierkv flush: a store (DRAM pool + SSD tier on the same directory, the
-//     manager's own code) demotes objects of that size to SSD (EvictKeys), and
-//     tierkv rewarm: a get of each cold object brings it back into DRAM;
+//     manager's own code) at --ssd-queue-depth 1, 4, 16 demotes objects of that
+//     size to SSD (EvictKeys), and tierkv rewarm: batch gets of the cold objects
+//     bring them back into DRAM (their rewarms that many at a time);
 //   - a mixed workload through a real manager whose working set is 4 x its DRAM:
 //     Zipf-distributed gets (with one upsert in ten), reporting the hit ratio by
 //     tier and the get GB/s, next to the same workload on a working set that
-//     fits in DRAM.
-// Prints a table and the ratios, writes JSON (--json PATH).
+//     fits in DRAM, and the bound the first one could reach from its own hit
+//     ratios and the measured in-DRAM get and rewarm rates.
+// Prints the median round of each series and the median of each ratio, writes JSON (--json PATH).
 #include <fcntl.h>
 #include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.h"
@@ -47,10 +52,12 @@ struct AlignedBuf {
   char* p;
 };
 
-// Raw O_DIRECT sequential write then read of `total` bytes in `chunk` transfers,
-// each transfer from (into) its own part of a `total`-byte buffer, as the
-// store's transfers come from (go to) different parts of its DRAM pool.
-void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, std::vector<Series>* out) {
+// Raw O_DIRECT write then read of `total` bytes in `chunk` transfers, each
+// transfer from (into) its own part of a `total`-byte buffer, as the store's
+// transfers come from (go to) different parts of its DRAM pool. `depth`
+// threads each move every depth-th chunk, so that many are in flight.
+void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, int depth,
+                 std::vector<Series>* out) {
   const std::string path = dir + "/raw.dat";
   std::filesystem::remove(path);
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
@@ -61,24 +68,36 @@ void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, std::ve
   }
   AlignedBuf buf(total);
   for (const bool write : {true, false}) {
-    Series s{write ? "raw O_DIRECT write (baseline)" : "raw O_DIRECT read (baseline)", chunk, 1};
+    Series s{write ? "raw O_DIRECT write (baseline)" : "raw O_DIRECT read (baseline)", chunk,
+             depth};
+    std::atomic<uint64_t> ops{0};
     const double t0 = NowSeconds();
-    for (uint64_t off = 0; off < total; off += chunk) {
-      const ssize_t n = write ? pwrite(fd, buf.p + off, chunk, static_cast<off_t>(off))
-                              : pread(fd, buf.p + off, chunk, static_cast<off_t>(off));
-      if (n != static_cast<ssize_t>(chunk)) break;
-      ++s.ops;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < depth; ++t) {
+      threads.emplace_back([&, t] {
+        for (uint64_t off = t * chunk; off < total; off += depth * chunk) {
+          const ssize_t n = write ? pwrite(fd, buf.p + off, chunk, static_cast<off_t>(off))
+                                  : pread(fd, buf.p + off, chunk, static_cast<off_t>(off));
+          if (n != static_cast<ssize_t>(chunk)) break;
+          ++ops;
+        }
+      });
     }
+    for (auto& th : threads) th.join();
     s.seconds = NowSeconds() - t0;
+    s.ops = ops;
     out->push_back(std::move(s));
   }
   close(fd);
   std::filesystem::remove(path);
 }
 
-// The store's own demotion and rewarm paths on a real SSD tier.
+// The store's own demotion and rewarm paths on a real SSD tier, at SSD queue
+// depth `depth`: one EvictKeys of everything (groups of `depth` demoted side
+// by side), then batch leases of kRewarmBatch cold keys (their rewarms run
+// `depth` at a time).
 void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, bool io_uring,
-                      std::vector<Series>* out) {
+                      int depth, std::vector<Series>* out) {
   const std::string path = dir + "/store";
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
@@ -99,6 +118,7 @@ void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, boo
   o.high_watermark = o.low_watermark = 1.0;  // nothing moves unless asked
   o.ssd_high_watermark = o.ssd_low_watermark = 1.0;
   o.max_object_bytes = 64 * kMiB;
+  o.ssd_queue_depth = depth;
   auto store = Store::Create(o, std::move(*pool));
   if (!store.ok() || !(*store)->AttachSsd(std::move(*tier), {}, stats).ok()) return;
   Store& st = **store;
@@ -111,16 +131,19 @@ void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, boo
     std::memset(g->data, static_cast<int>(i), size);
     if (!st.Commit({}, g->alloc_id).ok()) return;
   }
-  Series flush{"tierkv flush (" + engine + ")", size, 1};
+  Series flush{"tierkv flush (" + engine + ")", size, depth};
   double t0 = NowSeconds();
   flush.ops = st.EvictKeys("default", keys);
   flush.seconds = NowSeconds() - t0;
-  Series rewarm{"tierkv rewarm (" + engine + ")", size, 1};
+  Series rewarm{"tierkv rewarm (" + engine + ")", size, depth};
+  constexpr size_t kRewarmBatch = 64;
   t0 = NowSeconds();
-  for (const std::string& k : keys) {
-    auto l = st.Lease({}, {"default", k});
-    if (!l.ok() || !st.Release({}, l->lease_id).ok()) break;
-    ++rewarm.ops;
+  for (size_t at = 0; at < keys.size(); at += kRewarmBatch) {
+    const size_t end = std::min(keys.size(), at + kRewarmBatch);
+    std::vector<std::string_view> batch(keys.begin() + at, keys.begin() + end);
+    for (const auto& l : st.BatchLease({}, "default", batch)) {
+      if (l.ok() && st.Release({}, l->lease_id).ok()) ++rewarm.ops;
+    }
   }
   rewarm.seconds = NowSeconds() - t0;
   out->push_back(std::move(flush));
@@ -188,71 +211,95 @@ MixedResult Mixed(const std::string& dir, uint64_t dram, uint64_t keys, uint64_t
   return r;
 }
 
+constexpr int kDepths[] = {1, 4, 16};
+
+const Series* FindPrefix(const std::vector<Series>& all, const std::string& prefix, uint64_t size,
+                         int threads) {
+  for (const Series& s : all) {
+    if (s.name.rfind(prefix, 0) == 0 && s.object_bytes == size && s.threads == threads) return &s;
+  }
+  return nullptr;
+}
+
+// Flush and rewarm (io_uring) against raw O_DIRECT at the same depth, one round.
+std::vector<Ratio> DepthRatios(const std::vector<Series>& runs) {
+  std::vector<Ratio> ratios;
+  for (uint64_t size : {kMiB, 4 * kMiB}) {
+    const std::string sz = SizeName(size);
+    for (int depth : kDepths) {
+      const std::string qd = " qd" + std::to_string(depth);
+      const Series* w = FindPrefix(runs, "raw O_DIRECT write", size, depth);
+      const Series* r = FindPrefix(runs, "raw O_DIRECT read", size, depth);
+      const Series* f = FindPrefix(runs, "tierkv flush (io_uring)", size, depth);
+      const Series* g = FindPrefix(runs, "tierkv rewarm (io_uring)", size, depth);
+      if (w && f && w->GBps() > 0)
+        ratios.push_back({"flush " + sz + qd + " / raw write" + qd, f->GBps() / w->GBps(), 0.9});
+      if (r && g && r->GBps() > 0)
+        ratios.push_back({"rewarm " + sz + qd + " / raw read" + qd, g->GBps() / r->GBps(), 0.9});
+    }
+  }
+  return ratios;
+}
+
 int Main(const Options& opt) {
   std::filesystem::create_directories(opt.dir);
   std::vector<Series> series;
   std::vector<Ratio> ratios;
   const uint64_t total = (opt.quick ? 256 : 1024) * kMiB;
-  // Each figure is the median of three runs, the baseline's runs interleaved
-  // with tierkv's so that drift of the disk affects both alike.
-  constexpr int kRuns = 3;
-  for (uint64_t size : {kMiB, 4 * kMiB}) {
-    std::vector<Series> runs;
-    for (int run = 0; run < kRuns; ++run) {
-      RawBaseline(opt.dir, size, total, &runs);
-      for (const bool io_uring : {true, false}) {
-        StoreFlushRewarm(opt.dir, size, total, io_uring, &runs);
+  // Each figure is the median of three rounds, the baseline's runs interleaved
+  // with tierkv's so that drift of the disk affects both alike. Ratios are
+  // taken within a round, then their median is reported.
+  constexpr int kRounds = 3;
+  std::vector<std::vector<Series>> rounds(kRounds);
+  std::vector<std::vector<Ratio>> round_ratios(kRounds);
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<Series>& runs = rounds[round];
+    for (uint64_t size : {kMiB, 4 * kMiB}) {
+      for (int depth : kDepths) {
+        RawBaseline(opt.dir, size, total, depth, &runs);
+        StoreFlushRewarm(opt.dir, size, total, /*io_uring=*/true, depth, &runs);
+      }
+      StoreFlushRewarm(opt.dir, size, total, /*io_uring=*/false, 1, &runs);
+    }
+    round_ratios[round] = DepthRatios(runs);
+    // The mixed workloads, with a bound from this round's own figures.
+    const uint64_t dram = 256 * kMiB;
+    const uint64_t ops = opt.quick ? 3000 : 8000;
+    const MixedResult cold =
+        Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops, "mixed get, working set 4 x DRAM", &runs);
+    const MixedResult cold_lru = Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops,
+                                       "mixed get (lru), working set 4 x DRAM", &runs, "lru");
+    const MixedResult warm = Mixed(opt.dir, dram, dram / kMiB / 2, kMiB, ops,
+                                   "mixed get, working set 0.5 x DRAM", &runs);
+    std::filesystem::remove_all(opt.dir + "/mixed");
+    std::vector<Ratio>& rr = round_ratios[round];
+    rr.push_back({"4xDRAM: get hit ratio DRAM", cold.hit_dram, 0});
+    rr.push_back({"4xDRAM: get hit ratio DRAM, lru", cold_lru.hit_dram, 0});
+    rr.push_back({"4xDRAM: get hit ratio SSD", cold.hit_ssd, 0});
+    rr.push_back({"4xDRAM: get miss ratio", cold.miss, 0});
+    rr.push_back({"0.5xDRAM: get hit ratio DRAM", warm.hit_dram, 0});
+    const Series* mc = FindPrefix(runs, "mixed get, working set 4", kMiB, 1);
+    const Series* mw = FindPrefix(runs, "mixed get, working set 0.5", kMiB, 1);
+    const Series* rw = FindPrefix(runs, "tierkv rewarm (io_uring)", kMiB, 1);
+    if (mc && mw && rw && mw->GBps() > 0 && rw->GBps() > 0) {
+      rr.push_back({"4xDRAM get GB/s / in-DRAM get GB/s", mc->GBps() / mw->GBps(), 0});
+      // A get served from DRAM costs what an in-DRAM get costs; one served from
+      // SSD costs a rewarm (qd 1) and then the same. Per byte of a hit:
+      const double hits = cold.hit_dram + cold.hit_ssd;
+      if (hits > 0) {
+        const double per_byte =
+            (cold.hit_dram / mw->GBps() + cold.hit_ssd * (1 / rw->GBps() + 1 / mw->GBps())) / hits;
+        const double bound = 1 / per_byte;
+        rr.push_back({"4xDRAM: bound from hit ratios and rates, GB/s", bound, 0});
+        rr.push_back({"4xDRAM get GB/s / that bound", mc->GBps() / bound, 0.8});
       }
     }
-    const size_t per_run = runs.size() / kRuns;
-    for (size_t i = 0; i < per_run; ++i) {
-      std::vector<const Series*> same;
-      for (size_t j = i; j < runs.size(); j += per_run) same.push_back(&runs[j]);
-      std::sort(same.begin(), same.end(),
-                [](const Series* a, const Series* b) { return a->GBps() < b->GBps(); });
-      series.push_back(*same[same.size() / 2]);
-    }
   }
-  const uint64_t dram = 256 * kMiB;
-  const uint64_t ops = opt.quick ? 3000 : 12000;
-  const MixedResult cold =
-      Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops, "mixed get, working set 4 x DRAM", &series);
-  const MixedResult cold_lru = Mixed(opt.dir, dram, 4 * dram / kMiB, kMiB, ops,
-                                     "mixed get (lru), working set 4 x DRAM", &series, "lru");
-  const MixedResult warm = Mixed(opt.dir, dram, dram / kMiB / 2, kMiB, ops,
-                                 "mixed get, working set 0.5 x DRAM", &series);
-  std::filesystem::remove_all(opt.dir + "/mixed");
+  series = MedianSeries(rounds);
+  ratios = MedianRatios(round_ratios);
   PrintTable(series);
-
-  auto find = [&](const std::string& prefix, uint64_t size) -> const Series* {
-    for (const Series& s : series) {
-      if (s.name.rfind(prefix, 0) == 0 && s.object_bytes == size) return &s;
-    }
-    return nullptr;
-  };
-  for (uint64_t size : {kMiB, 4 * kMiB}) {
-    const std::string sz = SizeName(size);
-    const Series* w = find("raw O_DIRECT write", size);
-    const Series* r = find("raw O_DIRECT read", size);
-    const Series* f = find("tierkv flush", size);
-    const Series* g = find("tierkv rewarm", size);
-    if (w && f && w->GBps() > 0)
-      ratios.push_back({"flush " + sz + " / raw write", f->GBps() / w->GBps(), 0.8});
-    if (r && g && r->GBps() > 0)
-      ratios.push_back({"rewarm " + sz + " / raw read", g->GBps() / r->GBps(), 0.8});
-  }
-  ratios.push_back({"4xDRAM: get hit ratio DRAM", cold.hit_dram, 0});
-  ratios.push_back({"4xDRAM: get hit ratio DRAM, lru", cold_lru.hit_dram, 0});
-  ratios.push_back({"4xDRAM: get hit ratio SSD", cold.hit_ssd, 0});
-  ratios.push_back({"4xDRAM: get miss ratio", cold.miss, 0});
-  ratios.push_back({"0.5xDRAM: get hit ratio DRAM", warm.hit_dram, 0});
-  const Series* mc = find("mixed get, working set 4", kMiB);
-  const Series* mw = find("mixed get, working set 0.5", kMiB);
-  if (mc && mw && mw->GBps() > 0) {
-    ratios.push_back({"4xDRAM get GB/s / in-DRAM get GB/s", mc->GBps() / mw->GBps(), 0});
-  }
   PrintRatios(ratios);
-  return FinishReport(opt.json, series, ratios);
+  return FinishReport(opt.json, series, ratios, kRounds);
 }
 
 }  // namespace

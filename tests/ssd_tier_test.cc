@@ -263,7 +263,13 @@ TEST(Ssd, PrefetchRewarmsAndReportsHowManyChunks) {
   auto c = Connect(m);
   for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(c->Put(k, ValueOf(k, 8192)).ok());
   RestPost(m, "/memory/evict", R"({"chunk_hashes":["a","b","c"],"locations":["x"]})");
-  ASSERT_TRUE(testing::WaitFor([&] { return Media(*c, "c") == MediumBit(Medium::kSsd); }));
+  // The three are demoted side by side: wait for each.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    for (const char* k : {"a", "b", "c"}) {
+      if (Media(*c, k) != MediumBit(Medium::kSsd)) return false;
+    }
+    return true;
+  }));
   const std::string reply =
       RestPost(m, "/memory/prefetch", R"({"chunk_hashes":["a","b","missing"],"lookup_id":"L1"})");
   EXPECT_EQ(reply, R"({"status":"prefetch_started","lookup_id":"L1","num_chunks":2})");

@@ -406,8 +406,10 @@ def _load_reference_subscriber():
 def test_demotion_and_rewarm_publish_media_events(scratch):
     import json
     import urllib.request
+    # Queue depth 1: demotions complete in eviction order (side by side, each
+    # victim's "stored disk" comes when its own write completes).
     m, endpoint = start_manager("--dram-size", "8MiB", "--ssd-dir", str(scratch / "ssd"),
-                                "--ssd-size", "64MiB")
+                                "--ssd-size", "64MiB", "--ssd-queue-depth", "1")
     sub = Subscriber(endpoint)
     c = tierkv.Client(m.uds)
     tracker = _load_reference_subscriber().KvEventTracker()

@@ -92,6 +92,10 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
   if (c.server.io_timeout_ms <= 0) return InvalidArgument("--io-timeout-ms must be positive");
   if (c.store.lease_ms <= 0) return InvalidArgument("--lease-ms must be positive");
   if (c.store.alloc_timeout_ms <= 0) return InvalidArgument("--alloc-timeout-ms must be positive");
+  if (c.store.ssd_queue_depth < 1 || c.store.ssd_queue_depth > kMaxSsdQueueDepth) {
+    return InvalidArgument("--ssd-queue-depth must be between 1 and " +
+                           std::to_string(kMaxSsdQueueDepth));
+  }
   return Status::Ok();
 }
 
@@ -245,6 +249,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
                  "O_DIRECT I/O (buffered where the file system refuses it)");
   app.add_option("--ssd-write-through", c.store.ssd_write_through,
                  "copy every committed object to SSD at once, not only when it is evicted");
+  app.add_option("--ssd-queue-depth", c.store.ssd_queue_depth,
+                 "most SSD transfers kept in flight together by one eviction pass, batch get "
+                 "or the prefetch queue (1 .. 64)");
   app.add_option("--ssd-high-watermark", c.store.ssd_high_watermark,
                  "background SSD eviction starts above this fill ratio");
   app.add_option("--ssd-low-watermark", c.store.ssd_low_watermark, "... and stops at this one");

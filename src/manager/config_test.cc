@@ -96,14 +96,16 @@ TEST(Config, ExampleConfigFileMatchesTheEmbeddedDefaults) {
   EXPECT_EQ(c->ssd.io_engine, d.ssd.io_engine);
   EXPECT_EQ(c->ssd.direct, d.ssd.direct);
   EXPECT_EQ(c->store.ssd_write_through, d.store.ssd_write_through);
+  EXPECT_EQ(c->store.ssd_queue_depth, 8);
   EXPECT_EQ(c->store.ssd_high_watermark, d.store.ssd_high_watermark);
   EXPECT_EQ(c->store.ssd_low_watermark, d.store.ssd_low_watermark);
 }
 
 TEST(Config, SsdOptionsAreParsedAndValidated) {
   auto c = Parse({"--ssd-dir", "/tmp/x", "--ssd-size", "64MiB", "--ssd-io-engine", "pread",
-                  "--ssd-write-through", "true"});
+                  "--ssd-write-through", "true", "--ssd-queue-depth", "16"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->store.ssd_queue_depth, 16);
   EXPECT_EQ(c->ssd.dir, "/tmp/x");
   EXPECT_EQ(c->ssd.size, 64ull << 20);
   EXPECT_EQ(c->ssd.io_engine, "pread");
@@ -112,6 +114,8 @@ TEST(Config, SsdOptionsAreParsedAndValidated) {
       {{"--ssd-dir", "/tmp/x", "--ssd-size", "1MiB"}, "--ssd-size"},
       {{"--ssd-size", "lots"}, "ssd-size"},
       {{"--ssd-io-engine", "aio"}, "--ssd-io-engine"},
+      {{"--ssd-queue-depth", "0"}, "--ssd-queue-depth"},
+      {{"--ssd-queue-depth", "65"}, "--ssd-queue-depth"},
       {{"--ssd-low-watermark", "0.95"}, "--ssd-low-watermark"},
   };
   for (const auto& [args, option] : bad) {

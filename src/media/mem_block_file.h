@@ -22,6 +22,7 @@ class MemBlockFile : public BlockFile {
   explicit MemBlockFile(std::shared_ptr<std::string> bytes) : bytes_(std::move(bytes)) {}
 
   Status Write(uint64_t off, const void* data, size_t len) override {
+    Transfer transfer(this);
     std::lock_guard<std::mutex> lock(mu_);
     ++writes_;
     if (fail_write && fail_write(writes_, off)) return Status(Code::kIoError, "injected");
@@ -30,6 +31,7 @@ class MemBlockFile : public BlockFile {
     return Status::Ok();
   }
   Status Read(uint64_t off, void* data, size_t len) override {
+    Transfer transfer(this);
     {
       std::unique_lock<std::mutex> lock(gate_mu_);
       ++reads_started;
@@ -62,8 +64,21 @@ class MemBlockFile : public BlockFile {
   std::function<bool(int call, uint64_t off)> fail_write;
   std::function<bool(uint64_t off)> fail_read;
   std::atomic<int> reads_started{0};
+  // Called outside the file's lock when a Write or Read starts and when it
+  // ends (tests count the transfers in flight).
+  std::function<void()> on_start, on_end;
 
  private:
+  struct Transfer {
+    explicit Transfer(MemBlockFile* f) : file(f) {
+      if (file->on_start) file->on_start();
+    }
+    ~Transfer() {
+      if (file->on_end) file->on_end();
+    }
+    MemBlockFile* file;
+  };
+
   std::mutex mu_;
   std::shared_ptr<std::string> bytes_;
   int writes_ = 0;

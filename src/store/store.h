@@ -63,6 +63,7 @@
 #include "media/dram_pool.h"
 #include "media/ssd_tier.h"
 #include "store/change_feed.h"
+#include "store/io_pool.h"
 #include "store/observer.h"
 #include "store/op_stats.h"
 #include "store/store_types.h"
@@ -323,6 +324,12 @@ class Store {
                     const std::function<bool(Shard&, const Entry&, int64_t)>& usable,
                     std::vector<Victim>* victims);
   bool EvictVictim(const Victim& victim);
+  // Evicts victims in order until enough(in_flight); with an SSD tier up to
+  // the queue depth of them are demoted side by side, and enough() is asked
+  // as each starts with the DRAM bytes those still in flight will free.
+  size_t EvictVictims(std::span<const Victim> victims,
+                      const std::function<bool(uint64_t in_flight)>& enough);
+  uint64_t DramBytesOf(const Victim& victim);  // its DRAM extent's size, 0 if none
   void MaintenanceLoop();
 
   // SSD tier (store_tier.cc). None of these hold a shard lock on entry.
@@ -386,6 +393,8 @@ class Store {
 
   // SSD tier.
   std::unique_ptr<SsdTier> ssd_;
+  std::unique_ptr<IoPool> ssd_io_;    // with ssd_: runs transfers side by side
+  std::mutex evict_check_mu_;         // serialises EvictVictims' target checks
   std::atomic<bool> closing_{false};  // destructor: do not free SSD blobs
   std::mutex ssd_evict_mu_;           // one SSD evictor at a time
   std::mutex trash_mu_;

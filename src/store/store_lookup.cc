@@ -189,6 +189,7 @@ size_t Store::CountReadable(std::string_view tenant, std::span<const std::string
 
 size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> keys) {
   size_t n = 0;
+  std::vector<Victim> in_dram;  // demoted together, up to the SSD queue depth
   for (const std::string& key : keys) {
     if (!ValidateTenant(tenant).ok() || !ValidateKey(key).ok()) continue;
     const std::string composite = Composite(tenant, key);
@@ -202,9 +203,14 @@ size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> ke
       last_access = it->second.last_access;
       dram = it->second.current != nullptr;
     }
-    const Victim victim{last_access, shard.index, composite};
-    n += (dram ? EvictVictim(victim) : EvictSsdVictim(victim)) ? 1 : 0;
+    Victim victim{last_access, shard.index, composite};
+    if (dram) {
+      in_dram.push_back(std::move(victim));
+    } else {
+      n += EvictSsdVictim(victim) ? 1 : 0;
+    }
   }
+  n += EvictVictims(in_dram, [](uint64_t) { return false; });
   DrainSsdTrash();
   return n;
 }

@@ -197,6 +197,49 @@ bool Store::EvictVictim(const Victim& victim) {
   return true;
 }
 
+uint64_t Store::DramBytesOf(const Victim& victim) {
+  Shard& shard = *shards_[victim.shard];
+  std::lock_guard lock(shard.mu);
+  auto it = shard.map.find(victim.composite);
+  return it == shard.map.end() || !it->second.current ? 0 : it->second.current->extent.size;
+}
+
+size_t Store::EvictVictims(std::span<const Victim> victims,
+                           const std::function<bool(uint64_t)>& enough) {
+  size_t evicted = 0;
+  if (!ssd_ || ssd_io_->depth() == 1) {
+    // Memory work, or one SSD write at a time: in order on this thread.
+    for (const Victim& v : victims) {
+      if (enough(0)) break;
+      evicted += EvictVictim(v) ? 1 : 0;
+    }
+    return evicted;
+  }
+  // Up to the queue depth of demotions in flight. Each starts only if the
+  // target is not met counting the DRAM that those in flight will free.
+  std::atomic<size_t> count{0};
+  uint64_t in_flight = 0;  // guarded by evict_check_mu_
+  bool done = false;       // likewise
+  std::vector<std::function<void()>> demotions;
+  demotions.reserve(victims.size());
+  for (const Victim& v : victims) {
+    demotions.emplace_back([&] {
+      uint64_t bytes = 0;
+      {
+        std::lock_guard<std::mutex> lock(evict_check_mu_);
+        if (done || (done = enough(in_flight))) return;
+        bytes = DramBytesOf(v);
+        in_flight += bytes;
+      }
+      count += EvictVictim(v) ? 1 : 0;
+      std::lock_guard<std::mutex> lock(evict_check_mu_);
+      in_flight -= bytes;
+    });
+  }
+  ssd_io_->RunAll(demotions);
+  return count.load();
+}
+
 size_t Store::EvictDownTo(uint64_t target_used) {
   std::lock_guard<std::mutex> evict_lock(evict_mu_);
   size_t evicted = 0;
@@ -205,11 +248,10 @@ size_t Store::EvictDownTo(uint64_t target_used) {
     if (victims.empty()) break;
     eviction_rounds_.fetch_add(1, std::memory_order_relaxed);
     EvictingScope evicting(evicting_);
-    size_t round = 0;
-    for (const Victim& v : victims) {
-      if (dram_->allocated_bytes() <= target_used) break;
-      round += EvictVictim(v) ? 1 : 0;
-    }
+    const size_t round = EvictVictims(victims, [&](uint64_t in_flight) {
+      const uint64_t used = dram_->allocated_bytes();
+      return used <= target_used + std::min(used, in_flight);
+    });
     evicted += round;
     if (round == 0) break;
   }

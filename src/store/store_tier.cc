@@ -26,6 +26,11 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
         options_.ssd_high_watermark <= 1.0)) {
     return InvalidArgument("SSD watermarks must satisfy 0 < low <= high <= 1");
   }
+  if (options_.ssd_queue_depth < 1 || options_.ssd_queue_depth > kMaxSsdQueueDepth) {
+    return InvalidArgument("the SSD queue depth must be between 1 and " +
+                           std::to_string(kMaxSsdQueueDepth));
+  }
+  ssd_io_ = std::make_unique<IoPool>(options_.ssd_queue_depth);
   ssd_ = std::move(ssd);
   recovery_ = recovery;
   const int64_t now = clock_->NowNanos();
@@ -418,13 +423,17 @@ void Store::TierWorkerLoop() {
   for (;;) {
     tier_cv_.wait(lock, [this] { return tier_stopping_ || !tier_jobs_.empty(); });
     if (tier_stopping_) return;
-    std::function<void()> job = std::move(tier_jobs_.front());
-    tier_jobs_.pop_front();
-    ++tier_running_;
+    // Up to the queue depth of queued copies and prefetches run side by side.
+    std::vector<std::function<void()>> jobs;
+    while (!tier_jobs_.empty() && jobs.size() < static_cast<size_t>(ssd_io_->depth())) {
+      jobs.push_back(std::move(tier_jobs_.front()));
+      tier_jobs_.pop_front();
+    }
+    tier_running_ += jobs.size();
     lock.unlock();
-    job();
+    ssd_io_->RunAll(jobs);
     lock.lock();
-    --tier_running_;
+    tier_running_ -= jobs.size();
     if (tier_jobs_.empty() && tier_running_ == 0) tier_idle_cv_.notify_all();
   }
 }

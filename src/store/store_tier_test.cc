@@ -2,6 +2,9 @@
 // per key however many gets wait), SSD eviction and watermarks, write-through,
 // prefetch, one-tier-down eviction, corrupt and failing media, and recovery of
 // the index from the blobs on "restart" (a new store over the same bytes).
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "media/mem_block_file.h"
@@ -12,6 +15,51 @@ namespace {
 
 std::string Key(int i) { return "k" + std::to_string(i); }
 std::string Fill(int i) { return "value-" + std::to_string(i) + "-"; }
+std::string Want(int i, size_t size) {  // what Put(Key(i), Fill(i), size) stored
+  std::string want;
+  while (want.size() < size) want += Fill(i);
+  want.resize(size);
+  return want;
+}
+
+// Counts SSD transfers in flight once armed; the first `meet` transfers after
+// arming wait (at most 10 s) until that many are in flight together.
+class InFlight {
+ public:
+  explicit InFlight(int meet) : meet_(meet) {}
+  void Arm() { armed_ = true; }
+  void Start() {
+    if (!armed_) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    max_ = std::max(max_, ++now_);
+    const int me = ++started_;
+    cv_.notify_all();
+    if (me <= meet_) {
+      met_ &= cv_.wait_for(lock, std::chrono::seconds(10), [&] { return started_ >= meet_; });
+    }
+  }
+  void End() {
+    if (!armed_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    --now_;
+  }
+  int max() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_;
+  }
+  bool met() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return met_ && started_ >= meet_;
+  }
+
+ private:
+  const int meet_;
+  std::atomic<bool> armed_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int now_ = 0, max_ = 0, started_ = 0;
+  bool met_ = true;
+};
 
 class TierTest : public StoreTest {
  protected:
@@ -26,6 +74,10 @@ class TierTest : public StoreTest {
     auto file = std::make_unique<MemBlockFile>(disk);
     file_ = file.get();
     if (fail_write_) file_->fail_write = fail_write_;
+    if (flight_) {
+      file_->on_start = [f = flight_] { f->Start(); };
+      file_->on_end = [f = flight_] { f->End(); };
+    }
     std::vector<SsdBlob> recovered;
     SsdRecoveryStats stats;
     auto tier = SsdTier::Open(std::move(file), &recovered, &stats);
@@ -43,6 +95,7 @@ class TierTest : public StoreTest {
   std::shared_ptr<std::string> disk_;
   MemBlockFile* file_ = nullptr;
   std::function<bool(int, uint64_t)> fail_write_;
+  std::shared_ptr<InFlight> flight_;  // set before MakeTiered to count transfers
 };
 
 TEST_F(TierTest, EvictedObjectsAreDemotedAndRewarmedOnGet) {
@@ -190,6 +243,72 @@ TEST_F(TierTest, PrefetchRewarmsInTheBackground) {
   EXPECT_EQ(Tier().rewarm, 3u);
   EXPECT_EQ(Tier().get_hits_ssd, 0u);                // nothing was read yet
   EXPECT_EQ(store_->Prefetch("default", keys), 0u);  // already warm
+}
+
+TEST_F(TierTest, EvictionDemotesAGroupOfVictimsSideBySide) {
+  flight_ = std::make_shared<InFlight>(4);
+  MakeTiered(16 * kMiB, 64 * kMiB, StoreOptions{.shards = 4, .ssd_queue_depth = 4});
+  std::vector<std::string> keys;
+  for (int i = 0; i < 8; ++i) {
+    keys.push_back(Key(i));
+    ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
+  }
+  flight_->Arm();
+  EXPECT_EQ(store_->EvictKeys("default", keys), 8u);
+  EXPECT_TRUE(flight_->met());   // four writes were in flight together
+  EXPECT_EQ(flight_->max(), 4);  // and never more
+  EXPECT_EQ(Tier().flush_blobs, 8u);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(Media(Key(i)), kSsd) << i;
+    auto v = Get(Key(i));
+    ASSERT_TRUE(v.ok()) << i << " " << v.status().ToString();
+    EXPECT_EQ(*v, Want(i, kMiB)) << i;
+  }
+}
+
+TEST_F(TierTest, ABatchGetRewarmsItsColdKeysSideBySide) {
+  flight_ = std::make_shared<InFlight>(3);
+  MakeTiered(16 * kMiB, 64 * kMiB, StoreOptions{.shards = 4, .ssd_queue_depth = 3});
+  std::vector<std::string> keys;
+  for (int i = 0; i < 7; ++i) {
+    keys.push_back(Key(i));
+    ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
+  }
+  ASSERT_EQ(store_->EvictKeys("default", keys), 7u);
+  flight_->Arm();
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  views.push_back("missing");
+  auto leases = store_->BatchLease({}, "default", views);
+  ASSERT_EQ(leases.size(), 8u);
+  EXPECT_TRUE(flight_->met());
+  EXPECT_EQ(flight_->max(), 3);
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(leases[i].ok()) << i << " " << leases[i].status().ToString();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(leases[i]->data), leases[i]->size),
+              Want(i, kMiB))
+        << i;
+    EXPECT_TRUE(store_->Release({}, leases[i]->lease_id).ok());
+  }
+  EXPECT_EQ(leases[7].code(), Code::kNotFound);
+  EXPECT_EQ(Tier().rewarm, 7u);
+}
+
+TEST_F(TierTest, AtDepthOneTransfersRunOneAtATime) {
+  flight_ = std::make_shared<InFlight>(0);
+  MakeTiered(16 * kMiB, 64 * kMiB, StoreOptions{.shards = 4, .ssd_queue_depth = 1});
+  std::vector<std::string> keys;
+  for (int i = 0; i < 6; ++i) {
+    keys.push_back(Key(i));
+    ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
+  }
+  flight_->Arm();
+  EXPECT_EQ(store_->EvictKeys("default", keys), 6u);
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  for (auto& l : store_->BatchLease({}, "default", views)) {
+    ASSERT_TRUE(l.ok());
+    EXPECT_TRUE(store_->Release({}, l->lease_id).ok());
+  }
+  EXPECT_EQ(flight_->max(), 1);
 }
 
 TEST_F(TierTest, EvictKeysMovesOneTierDownAtATime) {

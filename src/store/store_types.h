@@ -20,6 +20,8 @@ enum class EvictPolicy : uint8_t {
   kS3Fifo,  // S3-FIFO: a small probation FIFO, a main FIFO, a ghost of recent victims
 };
 
+inline constexpr int kMaxSsdQueueDepth = 64;
+
 struct StoreOptions {
   uint32_t shards = 64;                // power of two, 1..256
   int64_t lease_ms = 2000;             // read lease length
@@ -36,7 +38,10 @@ struct StoreOptions {
   double ssd_low_watermark = 0.8;
   bool ssd_write_through = false;       // copy every committed object to SSD at once
   int64_t ssd_error_backoff_ms = 1000;  // no new SSD writes this long after an I/O error
-  Clock* clock = nullptr;               // null: the real clock
+  // Most SSD transfers the store keeps in flight for one eviction pass, batch
+  // get or the prefetch queue (1: one at a time on the calling thread).
+  int ssd_queue_depth = 8;  // 1 .. kMaxSsdQueueDepth
+  Clock* clock = nullptr;   // null: the real clock
   // Bytes of recent changes the change feed keeps for readers (0: none; the
   // sequence numbers are assigned all the same).
   size_t journal_bytes = 0;
