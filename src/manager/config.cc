@@ -255,6 +255,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--ssd-high-watermark", c.store.ssd_high_watermark,
                  "background SSD eviction starts above this fill ratio");
   app.add_option("--ssd-low-watermark", c.store.ssd_low_watermark, "... and stops at this one");
+  app.add_option("--inject-commit-failures", c.inject_commit_failures,
+                 "testing only: refuse every Nth commit as if its write grant had expired "
+                 "(LEASE_EXPIRED) (0 = never)");
   app.add_option("--inject-alloc-failures", c.inject_alloc_failures,
                  "testing only: fail every Nth DRAM allocation as if the pool were full "
                  "(0 = never)");

@@ -65,6 +65,7 @@ struct ManagerConfig {
   // Testing: every Nth DRAM pool allocation fails as if the pool were full
   // (0 = never). Lets tests drive NO_SPACE paths in a real process.
   uint32_t inject_alloc_failures = 0;
+  uint32_t inject_commit_failures = 0;
   RestOptions rest;
   ClusterConfig cluster;
 };

@@ -117,6 +117,10 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   Result<std::unique_ptr<Store>> store = Store::Create(cfg.store, std::move(*pool));
   if (!store.ok()) return store.status();
   m->store_ = std::move(*store);
+  if (const uint32_t every = cfg.inject_commit_failures; every > 0) {
+    auto calls = std::make_shared<std::atomic<uint64_t>>(0);
+    m->store_->SetCommitFaultHook([every, calls] { return ++*calls % every == 0; });
+  }
   if (cfg.kv_events) {
     Store* s = m->store_.get();
     m->publisher_ = std::make_unique<events::KvEventPublisher>(

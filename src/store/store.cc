@@ -339,9 +339,11 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
   Map::value_type& kv = *pit->second;
   Entry& e = kv.second;
   const int64_t now = clock_->NowNanos();
-  if (now > e.pending->alloc_deadline) {
+  const bool injected = commit_fault_hook_ && commit_fault_hook_();
+  if (now > e.pending->alloc_deadline || injected) {
     DropPendingLocked(shard, shard.map.find(kv.first), /*revoked=*/true);
-    return Status(Code::kLeaseExpired, "the write grant expired before commit (alloc-timeout-ms)");
+    return Status(Code::kLeaseExpired, std::string("the write grant expired before commit (") +
+                                           (injected ? "injected" : "alloc-timeout-ms") + ")");
   }
   shard.pending.erase(pit);
   std::unique_ptr<Blob> blob = std::move(e.pending);

@@ -83,6 +83,10 @@ class Store {
 
   // Registers an observer (not owned; must outlive the store). Call before any
   // other thread uses the store.
+  // Test seam: when set, a commit for which the hook returns true is refused
+  // as if its write grant had expired (the grant is revoked). Set before
+  // concurrent use; the hook runs under a shard lock.
+  void SetCommitFaultHook(std::function<bool()> hook) { commit_fault_hook_ = std::move(hook); }
   void AddObserver(ReplicaObserver* observer);
 
   // Adds an SSD tier below DRAM, with the objects its recovery scan found (they
@@ -393,6 +397,7 @@ class Store {
 
   // SSD tier.
   std::unique_ptr<SsdTier> ssd_;
+  std::function<bool()> commit_fault_hook_;
   std::unique_ptr<IoPool> ssd_io_;    // with ssd_: runs transfers side by side
   std::mutex evict_check_mu_;         // serialises EvictVictims' target checks
   std::atomic<bool> closing_{false};  // destructor: do not free SSD blobs
