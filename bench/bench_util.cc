@@ -1,7 +1,11 @@
 #include "bench_util.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -125,6 +129,32 @@ int FinishReport(const std::string& path, const std::vector<Series>& series,
   }
   std::printf("\nwrote %s\n", path.c_str());
   return 0;
+}
+
+std::string MakePeerDir(const std::string& name) {
+  std::string tmpl = "/tmp/tierkv-bench-" + name + "-XXXXXX";
+  return mkdtemp(tmpl.data()) == nullptr ? std::string() : tmpl;
+}
+
+bool AwaitPeer(pid_t pid, const std::function<bool()>& up) {
+  for (int i = 0; i < 100; ++i) {
+    if (up()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return false;
+}
+
+void StopPeer(pid_t pid, const std::string& dir) {
+  if (pid > 0) {
+    kill(pid, SIGTERM);
+    waitpid(pid, nullptr, 0);
+  }
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
 }
 
 }  // namespace tierkv::bench

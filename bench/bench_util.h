@@ -3,8 +3,11 @@
 #ifndef TIERKV_BENCH_BENCH_UTIL_H_
 #define TIERKV_BENCH_BENCH_UTIL_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +63,14 @@ int FinishReport(const std::string& path, const std::vector<Series>& series,
                  const std::vector<Ratio>& ratios, int rounds = 0);
 
 std::string SizeName(uint64_t bytes);  // "4KiB", "1MiB"
+
+// Peer servers of a benchmark (redis-server, memcached), each in a temp dir.
+// A fresh "/tmp/tierkv-bench-<name>-XXXXXX"; "" on failure.
+std::string MakePeerDir(const std::string& name);
+// Polls up() every 50 ms for up to 5 s; on timeout kills and reaps `pid`.
+bool AwaitPeer(pid_t pid, const std::function<bool()>& up);
+// SIGTERM and reap `pid` (when > 0), then remove `dir` (when not empty).
+void StopPeer(pid_t pid, const std::string& dir);
 
 }  // namespace tierkv::bench
 

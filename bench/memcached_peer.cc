@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "bench_util.h"
+
 namespace tierkv::bench {
 namespace {
 
@@ -33,9 +35,8 @@ int ConnectUnix(const std::string& path) {
 }  // namespace
 
 MemcachedPeer::MemcachedPeer(int memory_mib) {
-  char tmpl[] = "/tmp/tierkv-bench-memcached-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return;
-  dir_ = tmpl;
+  dir_ = MakePeerDir("memcached");
+  if (dir_.empty()) return;
   socket_ = dir_ + "/memcached.sock";
   const std::string memory = std::to_string(memory_mib);
   const pid_t pid = fork();
@@ -54,29 +55,15 @@ MemcachedPeer::MemcachedPeer(int memory_mib) {
     _exit(127);
   }
   if (pid < 0) return;
-  for (int i = 0; i < 100; ++i) {  // up to 5 s for the socket to answer
+  const bool up = AwaitPeer(pid, [&] {
     const int fd = ConnectUnix(socket_);
-    if (fd >= 0) {
-      close(fd);
-      pid_ = pid;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+  });
+  if (up) pid_ = pid;
 }
 
-MemcachedPeer::~MemcachedPeer() {
-  if (pid_ > 0) {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-  if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-}
+MemcachedPeer::~MemcachedPeer() { StopPeer(pid_, dir_); }
 
 MemcachedConn::MemcachedConn(const std::string& socket) : fd_(ConnectUnix(socket)) {}
 MemcachedConn::~MemcachedConn() {

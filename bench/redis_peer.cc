@@ -16,9 +16,8 @@
 namespace tierkv::bench {
 
 RedisPeer::RedisPeer() {
-  char tmpl[] = "/tmp/tierkv-bench-redis-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return;
-  dir_ = tmpl;
+  dir_ = MakePeerDir("redis");
+  if (dir_.empty()) return;
   socket_ = dir_ + "/redis.sock";
   const pid_t pid = fork();
   if (pid == 0) {
@@ -30,30 +29,16 @@ RedisPeer::RedisPeer() {
     _exit(127);
   }
   if (pid < 0) return;
-  for (int i = 0; i < 100; ++i) {  // up to 5 s for the socket to answer
+  const bool up = AwaitPeer(pid, [&] {
     redisContext* c = redisConnectUnix(socket_.c_str());
-    const bool up = c != nullptr && c->err == 0;
+    const bool ok = c != nullptr && c->err == 0;
     if (c) redisFree(c);
-    if (up) {
-      pid_ = pid;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+    return ok;
+  });
+  if (up) pid_ = pid;
 }
 
-RedisPeer::~RedisPeer() {
-  if (pid_ > 0) {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-  if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-}
+RedisPeer::~RedisPeer() { StopPeer(pid_, dir_); }
 
 bool RedisPeer::RunSetGet(uint64_t size, uint64_t count, bool warm, Series* put, Series* get) {
   redisContext* c = redisConnectUnix(socket_.c_str());

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +85,15 @@ int RunCommand(const std::vector<std::string>& argv, const std::string& input, s
 // Runs the server binary with `args` expecting it to fail at start; returns its
 // exit status and stderr.
 int RunServerExpectingFailure(const std::vector<std::string>& args, std::string* err);
+
+// `n` pseudo-random bytes, the same for the same seed: values whose every
+// byte a test can compare.
+inline std::string RandomBytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
 
 }  // namespace tierkv::testing
 

@@ -14,12 +14,7 @@ namespace {
 
 using testing::ManagerProcess;
 
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  std::mt19937 rng(seed);
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+std::string Pattern(size_t n, uint32_t seed) { return testing::RandomBytes(n, seed); }
 
 std::unique_ptr<Client> ConnectPipelined(const std::string& address) {
   ClientOptions o;
