@@ -46,17 +46,21 @@ void OpStats::Record(Op op, Code code, uint32_t rank) { Add(op, code, rank, 1); 
 
 void OpStats::RecordBatch(Op batch_op, Op item_op, std::span<const Code> item_codes,
                           uint32_t rank) {
-  bool any_failure = false;
-  bool any_miss = false;
+  // Counted per outcome class, so a batch costs a few atomic adds, not a few per item.
+  uint64_t ok = 0, missed = 0, failed = 0;
   for (Code c : item_codes) {
-    Add(item_op, c, rank, 1);
-    if (c == Code::kNotFound) {
-      any_miss = true;
-    } else if (c != Code::kOk) {
-      any_failure = true;
+    if (c == Code::kOk) {
+      ++ok;
+    } else if (c == Code::kNotFound) {
+      ++missed;
+    } else {
+      ++failed;
     }
   }
-  const Code outcome = any_failure ? Code::kInternal : any_miss ? Code::kNotFound : Code::kOk;
+  if (ok > 0) Add(item_op, Code::kOk, rank, ok);
+  if (missed > 0) Add(item_op, Code::kNotFound, rank, missed);
+  if (failed > 0) Add(item_op, Code::kInternal, rank, failed);  // every other code is a failure
+  const Code outcome = failed > 0 ? Code::kInternal : missed > 0 ? Code::kNotFound : Code::kOk;
   Add(batch_op, outcome, rank, 1);
 }
 

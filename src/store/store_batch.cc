@@ -21,12 +21,17 @@ std::vector<Code> CodesOf(const std::vector<T>& results) {
 
 // Item indices ordered by shard, so runs of equal shards can share one lock.
 std::vector<uint32_t> Store::ShardOrder(std::span<const std::string> composites) const {
-  std::vector<uint32_t> order(composites.size());
-  std::iota(order.begin(), order.end(), 0);
+  // A counting sort by shard: stable (items of one shard keep their order), O(n + shards).
   std::vector<uint32_t> shard_of(composites.size());
-  for (size_t i = 0; i < composites.size(); ++i) shard_of[i] = ShardIndex(composites[i]);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return shard_of[a] < shard_of[b]; });
+  std::vector<uint32_t> start(shards_.size() + 1, 0);
+  for (size_t i = 0; i < composites.size(); ++i) {
+    shard_of[i] = ShardIndex(composites[i]);
+    ++start[shard_of[i] + 1];
+  }
+  for (size_t s = 1; s < start.size(); ++s) start[s] += start[s - 1];
+  std::vector<uint32_t> order(composites.size());
+  for (size_t i = 0; i < composites.size(); ++i)
+    order[start[shard_of[i]]++] = static_cast<uint32_t>(i);
   return order;
 }
 
