@@ -1,7 +1,6 @@
 // Store: batch calls. Items are grouped by shard so each shard's lock is taken
 // once per batch; results come back in input order, one status per item.
 #include <algorithm>
-#include <numeric>
 
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -20,19 +19,34 @@ std::vector<Code> CodesOf(const std::vector<T>& results) {
 }  // namespace
 
 // Item indices ordered by shard, so runs of equal shards can share one lock.
-std::vector<uint32_t> Store::ShardOrder(std::span<const std::string> composites) const {
-  // A counting sort by shard: stable (items of one shard keep their order), O(n + shards).
-  std::vector<uint32_t> shard_of(composites.size());
-  std::vector<uint32_t> start(shards_.size() + 1, 0);
-  for (size_t i = 0; i < composites.size(); ++i) {
-    shard_of[i] = ShardIndex(composites[i]);
-    ++start[shard_of[i] + 1];
+namespace {
+
+// The indices 0..n-1 ordered by bucket_of(i) < buckets, stably (items of one
+// bucket keep their order): a counting sort, O(n + buckets).
+template <typename BucketOf>
+std::vector<uint32_t> StableBucketOrder(size_t n, size_t buckets, BucketOf bucket_of) {
+  std::vector<uint32_t> bucket(n);
+  std::vector<uint32_t> start(buckets + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    bucket[i] = bucket_of(i);
+    ++start[bucket[i] + 1];
   }
-  for (size_t s = 1; s < start.size(); ++s) start[s] += start[s - 1];
-  std::vector<uint32_t> order(composites.size());
-  for (size_t i = 0; i < composites.size(); ++i)
-    order[start[shard_of[i]]++] = static_cast<uint32_t>(i);
+  for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+  std::vector<uint32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[start[bucket[i]]++] = static_cast<uint32_t>(i);
   return order;
+}
+
+// Ids carry their shard in the low byte.
+std::vector<uint32_t> IdShardOrder(std::span<const uint64_t> ids) {
+  return StableBucketOrder(ids.size(), 256, [&](size_t i) { return ids[i] & 0xff; });
+}
+
+}  // namespace
+
+std::vector<uint32_t> Store::ShardOrder(std::span<const std::string> composites) const {
+  return StableBucketOrder(composites.size(), shards_.size(),
+                           [&](size_t i) { return ShardIndex(composites[i]); });
 }
 
 namespace {
@@ -106,10 +120,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
 
 std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uint64_t> ids) {
   std::vector<Status> out(ids.size());
-  std::vector<uint32_t> order(ids.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return (ids[a] & 0xff) < (ids[b] & 0xff); });
+  const std::vector<uint32_t> order = IdShardOrder(ids);
   std::vector<bool> valid(ids.size(), true);
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
@@ -120,10 +131,7 @@ std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uin
 
 std::vector<Status> Store::BatchRelease(const Caller& caller, std::span<const uint64_t> ids) {
   std::vector<Status> out(ids.size());
-  std::vector<uint32_t> order(ids.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return (ids[a] & 0xff) < (ids[b] & 0xff); });
+  const std::vector<uint32_t> order = IdShardOrder(ids);
   std::vector<bool> valid(ids.size(), true);
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
