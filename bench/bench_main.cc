@@ -47,14 +47,6 @@ uint64_t CountFor(uint64_t size, bool quick) {
   return std::clamp<uint64_t>(budget / size, 64, quick ? 2000 : 20000);
 }
 
-const Series* Find(const std::vector<Series>& all, const std::string& name, uint64_t size,
-                   int threads) {
-  for (const Series& s : all) {
-    if (s.name == name && s.object_bytes == size && s.threads == threads) return &s;
-  }
-  return nullptr;
-}
-
 int ClientOnly(const Options& opt) {
   std::vector<Series> series;
   RunTierkv(opt.client_only, "client", opt.size, opt.count, 1, /*pipelined=*/false, &series);
@@ -173,34 +165,36 @@ std::vector<Ratio> RoundRatios(const std::vector<Series>& series) {
   for (uint64_t size : {64 * kKiB, kMiB, 4 * kMiB}) {
     const std::string sz = SizeName(size);
     const double target = size == 64 * kKiB ? 0.5 : size == kMiB ? 0.85 : 0.9;
-    const Series* base = Find(series, "memcpy dram (baseline)", size, 1);
-    ratio("uds put " + sz + " 1 thread / memcpy", Find(series, "tierkv uds put", size, 1), base, 0,
-          false);
+    const Series* base = FindSeries(series, "memcpy dram (baseline)", size, 1);
+    ratio("uds put " + sz + " 1 thread / memcpy", FindSeries(series, "tierkv uds put", size, 1),
+          base, 0, false);
     ratio("uds put " + sz + " pipelined 1 thread / memcpy",
-          Find(series, "tierkv uds put pipelined", size, 1), base, target, false);
-    ratio("uds get " + sz + " 1 thread / memcpy", Find(series, "tierkv uds get", size, 1), base,
-          target, false);
+          FindSeries(series, "tierkv uds put pipelined", size, 1), base, target, false);
+    ratio("uds get " + sz + " 1 thread / memcpy", FindSeries(series, "tierkv uds get", size, 1),
+          base, target, false);
   }
   for (uint64_t size : {kMiB, 4 * kMiB}) {
     const std::string sz = SizeName(size);
     for (const char* temp : {" warm", " cold"}) {
       const double target = std::strcmp(temp, " warm") == 0 ? 2.5 : 0;
       ratio("uds put " + sz + " 1 thread / redis SET" + temp,
-            Find(series, "tierkv uds put", size, 1),
-            Find(series, std::string("redis hiredis uds SET") + temp, size, 1), target, false);
+            FindSeries(series, "tierkv uds put", size, 1),
+            FindSeries(series, std::string("redis hiredis uds SET") + temp, size, 1), target,
+            false);
       ratio("uds get " + sz + " 1 thread / redis GET" + temp,
-            Find(series, "tierkv uds get", size, 1),
-            Find(series, std::string("redis hiredis uds GET") + temp, size, 1), target, false);
+            FindSeries(series, "tierkv uds get", size, 1),
+            FindSeries(series, std::string("redis hiredis uds GET") + temp, size, 1), target,
+            false);
     }
   }
   for (uint64_t size : {4 * kKiB, kMiB}) {
     const std::string sz = SizeName(size);
     ratio("uds put " + sz + " 1 thread / memcached set warm",
-          Find(series, "tierkv uds put", size, 1), Find(series, "memcached uds set warm", size, 1),
-          0, false);
+          FindSeries(series, "tierkv uds put", size, 1),
+          FindSeries(series, "memcached uds set warm", size, 1), 0, false);
     ratio("uds get " + sz + " 1 thread / memcached get warm",
-          Find(series, "tierkv uds get", size, 1), Find(series, "memcached uds get warm", size, 1),
-          0, false);
+          FindSeries(series, "tierkv uds get", size, 1),
+          FindSeries(series, "memcached uds get warm", size, 1), 0, false);
   }
   // Batched 4 KiB lookups against the peers at the same concurrency and depth.
   for (size_t batch : kBatches) {
@@ -210,22 +204,23 @@ std::vector<Ratio> RoundRatios(const std::vector<Series>& series) {
       for (const char* op : {"exist", "get"}) {
         const bool get = std::strcmp(op, "get") == 0;
         const Series* ours =
-            Find(series, "tierkv uds batch" + b + " " + op, kBatchValueBytes, threads);
+            FindSeries(series, "tierkv uds batch" + b + " " + op, kBatchValueBytes, threads);
         ratio("batch" + b + " " + op + " x" + t + " / redis-benchmark " + (get ? "GET" : "EXISTS") +
                   " -P" + b + " -c" + t,
               ours,
-              Find(series, std::string("redis-benchmark ") + (get ? "GET" : "EXISTS") + " -P" + b,
-                   kBatchValueBytes, threads),
+              FindSeries(series,
+                         std::string("redis-benchmark ") + (get ? "GET" : "EXISTS") + " -P" + b,
+                         kBatchValueBytes, threads),
               2.0, true);
         ratio("batch" + b + " " + op + " x" + t + " / memcached mg x" + t, ours,
-              Find(series, "memcached mg batch" + b + " " + op, kBatchValueBytes, threads), 2.0,
-              true);
+              FindSeries(series, "memcached mg batch" + b + " " + op, kBatchValueBytes, threads),
+              2.0, true);
       }
     }
   }
   ratio("batch16 get x1 / redis-benchmark GET -P16 -c50",
-        Find(series, "tierkv uds batch16 get", kBatchValueBytes, 1),
-        Find(series, "redis-benchmark GET -P16 -c50", 4 * kKiB, 50), 0, true);
+        FindSeries(series, "tierkv uds batch16 get", kBatchValueBytes, 1),
+        FindSeries(series, "redis-benchmark GET -P16 -c50", 4 * kKiB, 50), 0, true);
   return ratios;
 }
 

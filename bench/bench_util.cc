@@ -26,6 +26,14 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+const Series* FindSeries(const std::vector<Series>& all, const std::string& name, uint64_t size,
+                         int threads) {
+  for (const Series& s : all) {
+    if (s.name == name && s.object_bytes == size && s.threads == threads) return &s;
+  }
+  return nullptr;
+}
+
 std::vector<Series> MedianSeries(const std::vector<std::vector<Series>>& rounds) {
   std::vector<Series> out;
   if (rounds.empty()) return out;

@@ -48,6 +48,10 @@ std::vector<Series> MedianSeries(const std::vector<std::vector<Series>>& rounds)
 // between figures of that round).
 std::vector<Ratio> MedianRatios(const std::vector<std::vector<Ratio>>& rounds);
 
+// The series named exactly `name` with that object size and thread count.
+const Series* FindSeries(const std::vector<Series>& all, const std::string& name, uint64_t size,
+                         int threads);
+
 // Prints the series as an aligned table.
 void PrintTable(const std::vector<Series>& series);
 void PrintRatios(const std::vector<Ratio>& ratios);

@@ -213,14 +213,6 @@ MixedResult Mixed(const std::string& dir, uint64_t dram, uint64_t keys, uint64_t
 
 constexpr int kDepths[] = {1, 4, 16};
 
-const Series* FindPrefix(const std::vector<Series>& all, const std::string& prefix, uint64_t size,
-                         int threads) {
-  for (const Series& s : all) {
-    if (s.name.rfind(prefix, 0) == 0 && s.object_bytes == size && s.threads == threads) return &s;
-  }
-  return nullptr;
-}
-
 // Flush and rewarm (io_uring) against raw O_DIRECT at the same depth, one round.
 std::vector<Ratio> DepthRatios(const std::vector<Series>& runs) {
   std::vector<Ratio> ratios;
@@ -228,10 +220,10 @@ std::vector<Ratio> DepthRatios(const std::vector<Series>& runs) {
     const std::string sz = SizeName(size);
     for (int depth : kDepths) {
       const std::string qd = " qd" + std::to_string(depth);
-      const Series* w = FindPrefix(runs, "raw O_DIRECT write", size, depth);
-      const Series* r = FindPrefix(runs, "raw O_DIRECT read", size, depth);
-      const Series* f = FindPrefix(runs, "tierkv flush (io_uring)", size, depth);
-      const Series* g = FindPrefix(runs, "tierkv rewarm (io_uring)", size, depth);
+      const Series* w = FindSeries(runs, "raw O_DIRECT write (baseline)", size, depth);
+      const Series* r = FindSeries(runs, "raw O_DIRECT read (baseline)", size, depth);
+      const Series* f = FindSeries(runs, "tierkv flush (io_uring)", size, depth);
+      const Series* g = FindSeries(runs, "tierkv rewarm (io_uring)", size, depth);
       if (w && f && w->GBps() > 0)
         ratios.push_back({"flush " + sz + qd + " / raw write" + qd, f->GBps() / w->GBps(), 0.9});
       if (r && g && r->GBps() > 0)
@@ -278,9 +270,9 @@ int Main(const Options& opt) {
     rr.push_back({"4xDRAM: get hit ratio SSD", cold.hit_ssd, 0});
     rr.push_back({"4xDRAM: get miss ratio", cold.miss, 0});
     rr.push_back({"0.5xDRAM: get hit ratio DRAM", warm.hit_dram, 0});
-    const Series* mc = FindPrefix(runs, "mixed get, working set 4", kMiB, 1);
-    const Series* mw = FindPrefix(runs, "mixed get, working set 0.5", kMiB, 1);
-    const Series* rw = FindPrefix(runs, "tierkv rewarm (io_uring)", kMiB, 1);
+    const Series* mc = FindSeries(runs, "mixed get, working set 4 x DRAM", kMiB, 1);
+    const Series* mw = FindSeries(runs, "mixed get, working set 0.5 x DRAM", kMiB, 1);
+    const Series* rw = FindSeries(runs, "tierkv rewarm (io_uring)", kMiB, 1);
     if (mc && mw && rw && mw->GBps() > 0 && rw->GBps() > 0) {
       rr.push_back({"4xDRAM get GB/s / in-DRAM get GB/s", mc->GBps() / mw->GBps(), 0});
       // A get served from DRAM costs what an in-DRAM get costs; one served from

@@ -26,14 +26,20 @@ void Connection::Close() {
   fd_ = -1;
   broken_ = true;
   for (const Posted& p : posted_) {
-    if (!p.what.empty() && deferred_.ok()) {
-      deferred_ = Status(Code::kUnavailable,
-                         "the outcome of " + p.what + " is unknown: the connection to " +
-                             address_.ToString() + " was lost before its reply");
-    }
+    NoteUnknown(p, Code::kUnavailable,
+                "the connection to " + address_.ToString() + " was lost before its reply");
   }
   posted_.clear();
-  checked_unread_ = 0;
+}
+
+void Connection::NoteUnknown(const Posted& p, Code code, const std::string& why) {
+  if (p.what.empty() || !deferred_.ok()) return;
+  deferred_ = Status(code, "the outcome of " + p.what + " is unknown: " + why);
+}
+
+bool Connection::HasCheckedUnread() const {
+  return std::any_of(posted_.begin(), posted_.end(),
+                     [](const Posted& p) { return !p.what.empty(); });
 }
 
 Status Connection::Open() {
@@ -55,7 +61,7 @@ Status Connection::Open() {
 }
 
 Status Connection::Call(proto::Opcode op, std::string_view body, std::string* reply) {
-  if (checked_unread_ > 0) {
+  if (HasCheckedUnread()) {
     if (Status st = Settle(); !st.ok()) return st;
   }
   return CallOverlapped(op, body, reply);
@@ -90,7 +96,6 @@ Status Connection::PostChecked(proto::Opcode op, std::string_view body, std::str
   uint64_t id = 0;
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
   posted_.push_back({id, std::move(what)});
-  ++checked_unread_;
   return Status::Ok();
 }
 
@@ -109,19 +114,12 @@ Status Connection::ReadPosted() {
     // and Close() reports the checked posts still on it as unknown.
     const Posted p = std::move(posted_.front());
     posted_.pop_front();
-    if (!p.what.empty()) --checked_unread_;
     if (Status st = ReadReply(&rh, &scratch_, false, &received_fd); !st.ok()) {
-      if (!p.what.empty() && deferred_.ok()) {
-        deferred_ =
-            Status(Code::kUnavailable, "the outcome of " + p.what + " is unknown: " + st.message());
-      }
+      NoteUnknown(p, Code::kUnavailable, st.message());
       return st;
     }
     if (rh.request_id != p.request_id) {
-      if (!p.what.empty() && deferred_.ok()) {
-        deferred_ = Status(Code::kProtocolError,
-                           "the outcome of " + p.what + " is unknown: a reply came out of order");
-      }
+      NoteUnknown(p, Code::kProtocolError, "a reply came out of order");
       Close();
       return Status(Code::kProtocolError, "reply out of order (request id mismatch)");
     }

@@ -64,11 +64,14 @@ class Connection {
   Status ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd);
   // Reads the replies of posted requests, recording a checked one's failure.
   Status ReadPosted();
+  bool HasCheckedUnread() const;
 
   struct Posted {
     uint64_t request_id = 0;
     std::string what;  // empty: the reply is dropped; else whose outcome it is
   };
+  // A checked post whose reply will never be read: its outcome is unknown.
+  void NoteUnknown(const Posted& p, Code code, const std::string& why);
 
   const proto::Address address_;
   const ClientOptions options_;
@@ -77,7 +80,6 @@ class Connection {
   bool send_failed_ = false;  // the last request could not be written at all
   uint64_t next_request_ = 1;
   std::deque<Posted> posted_;  // requests whose replies are still unread
-  size_t checked_unread_ = 0;  // how many of them are checked
   Status deferred_;            // a checked post's failure, not yet returned
   std::string scratch_;
   uint8_t* pool_ = nullptr;

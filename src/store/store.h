@@ -333,7 +333,6 @@ class Store {
   // as each starts with the DRAM bytes those still in flight will free.
   size_t EvictVictims(std::span<const Victim> victims,
                       const std::function<bool(uint64_t in_flight)>& enough);
-  uint64_t DramBytesOf(const Victim& victim);  // its DRAM extent's size, 0 if none
   void MaintenanceLoop();
 
   // SSD tier (store_tier.cc). None of these hold a shard lock on entry.
@@ -399,7 +398,6 @@ class Store {
   std::unique_ptr<SsdTier> ssd_;
   std::function<bool()> commit_fault_hook_;
   std::unique_ptr<IoPool> ssd_io_;    // with ssd_: runs transfers side by side
-  std::mutex evict_check_mu_;         // serialises EvictVictims' target checks
   std::atomic<bool> closing_{false};  // destructor: do not free SSD blobs
   std::mutex ssd_evict_mu_;           // one SSD evictor at a time
   std::mutex trash_mu_;

@@ -148,6 +148,7 @@ struct Store::Victim {
   int64_t last_access;
   uint32_t shard;
   std::string composite;
+  uint64_t dram_bytes = 0;  // its DRAM extent when chosen (what evicting it frees)
 };
 
 // How often a read of an SSD-only object rewarms it before giving up with RETRY

@@ -196,14 +196,16 @@ size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> ke
     Shard& shard = ShardFor(composite);
     int64_t last_access = 0;
     bool dram = false;
+    uint64_t dram_bytes = 0;
     {
       std::lock_guard lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || !it->second.readable()) continue;
       last_access = it->second.last_access;
       dram = it->second.current != nullptr;
+      if (dram) dram_bytes = it->second.current->extent.size;
     }
-    Victim victim{last_access, shard.index, composite};
+    Victim victim{last_access, shard.index, composite, dram_bytes};
     if (dram) {
       in_dram.push_back(std::move(victim));
     } else {

@@ -105,7 +105,8 @@ std::vector<Store::Victim> Store::TailVictims(
          it != list.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan; ++it, ++scanned) {
       const Entry& e = (*it)->second;
       if (!usable(shard, e, now)) continue;
-      victims.push_back(Victim{e.last_access, i, (*it)->first});
+      victims.push_back(
+          Victim{e.last_access, i, (*it)->first, e.current ? e.current->extent.size : 0});
       ++taken;
     }
   }
@@ -157,7 +158,7 @@ void Store::S3FifoVictim(Shard& shard, uint32_t index, int64_t now,
       shard.ghost.insert(h);
       shard.ghost_next = (shard.ghost_next + 1) % shard.ghost_ring.size();
     }
-    victims->push_back(Victim{e.last_access, index, kv->first});
+    victims->push_back(Victim{e.last_access, index, kv->first, e.current->extent.size});
     return;
   }
 }
@@ -197,13 +198,6 @@ bool Store::EvictVictim(const Victim& victim) {
   return true;
 }
 
-uint64_t Store::DramBytesOf(const Victim& victim) {
-  Shard& shard = *shards_[victim.shard];
-  std::lock_guard lock(shard.mu);
-  auto it = shard.map.find(victim.composite);
-  return it == shard.map.end() || !it->second.current ? 0 : it->second.current->extent.size;
-}
-
 size_t Store::EvictVictims(std::span<const Victim> victims,
                            const std::function<bool(uint64_t)>& enough) {
   size_t evicted = 0;
@@ -218,22 +212,21 @@ size_t Store::EvictVictims(std::span<const Victim> victims,
   // Up to the queue depth of demotions in flight. Each starts only if the
   // target is not met counting the DRAM that those in flight will free.
   std::atomic<size_t> count{0};
-  uint64_t in_flight = 0;  // guarded by evict_check_mu_
-  bool done = false;       // likewise
+  std::mutex mu;           // serialises enough() and guards:
+  uint64_t in_flight = 0;  // DRAM bytes the demotions running now will free
+  bool done = false;
   std::vector<std::function<void()>> demotions;
   demotions.reserve(victims.size());
   for (const Victim& v : victims) {
     demotions.emplace_back([&] {
-      uint64_t bytes = 0;
       {
-        std::lock_guard<std::mutex> lock(evict_check_mu_);
+        std::lock_guard<std::mutex> lock(mu);
         if (done || (done = enough(in_flight))) return;
-        bytes = DramBytesOf(v);
-        in_flight += bytes;
+        in_flight += v.dram_bytes;
       }
       count += EvictVictim(v) ? 1 : 0;
-      std::lock_guard<std::mutex> lock(evict_check_mu_);
-      in_flight -= bytes;
+      std::lock_guard<std::mutex> lock(mu);
+      in_flight -= v.dram_bytes;
     });
   }
   ssd_io_->RunAll(demotions);
