@@ -63,7 +63,10 @@ FaultProxy::~FaultProxy() {
 }
 
 void FaultProxy::SetMode(Mode mode) {
-  mode_ = mode;
+  {
+    std::unique_lock<std::shared_mutex> lock(forward_mu_);
+    mode_ = mode;
+  }
   if (mode == Mode::kReset) ResetAll();
 }
 
@@ -114,6 +117,12 @@ void FaultProxy::Pump(int client) {
                    {wake_[0], POLLIN, 0}};
     if (poll(p, 3, 50) < 0) break;
     if (p[2].revents != 0) break;
+    std::shared_lock<std::shared_mutex> forwarding(forward_mu_);
+    if (mode_ == Mode::kBlackhole) {  // possibly set while this pump polled
+      // Forward nothing; a side that hung up (or a reset) still ends the pair.
+      if (((p[0].revents | p[1].revents) & (POLLHUP | POLLERR)) != 0) open = false;
+      continue;
+    }
     for (int i = 0; i < 2 && open; ++i) {
       if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t n = read(p[i].fd, buf, sizeof buf);

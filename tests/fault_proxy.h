@@ -5,13 +5,15 @@
 //              that drops packets: the client times out);
 //   kReset     resets every connection and each new one at once (a partition
 //              that refuses).
-// Thread-safety: SetMode from any thread.
+// Thread-safety: SetMode from any thread; once it returns, no byte read before
+// the change is still being forwarded, and none is forwarded in kBlackhole.
 #ifndef TIERKV_TESTS_FAULT_PROXY_H_
 #define TIERKV_TESTS_FAULT_PROXY_H_
 
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +43,9 @@ class FaultProxy {
   int port_ = 0;
   int wake_[2] = {-1, -1};  // closes to stop every thread
   std::atomic<Mode> mode_{Mode::kPass};
+  // Pumps hold it shared from the mode check to the end of a forward, SetMode
+  // exclusively: a pump woken just before a blackhole cannot forward after it.
+  std::shared_mutex forward_mu_;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::set<int> fds_;  // open connection sockets (both sides)
