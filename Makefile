@@ -85,6 +85,7 @@ fuzz: deps
 bench: build
 	$(BUILD_DIR)/tierkv_bench --json bench/results/latest.json
 	$(BUILD_DIR)/tierkv_ssd_bench --dir ./bench-ssd --json bench/results/ssd.json
+	$(BUILD_DIR)/tierkv_store_bench --json bench/results/store.json
 	$(BUILD_DIR)/tierkv_cluster_bench --json bench/results/cluster.json
 	$(BUILD_DIR)/tierkv_inventory_bench --json bench/results/inventory.json
 	$(BUILD_DIR)/tierkv_inventory_scale_bench --json bench/results/inventory_scale.json
