@@ -31,6 +31,12 @@ inline std::chrono::milliseconds IoBudget(int64_t base_ms, uint64_t bytes) {
   return std::chrono::milliseconds(base_ms + static_cast<int64_t>(bytes >> 26) * 1000);
 }
 
+// The body of a READ answer moves in pieces of this size, and each side
+// hashes a piece while the next one is in flight (the sender after handing it
+// to the socket, the receiver after it arrived), instead of one hash pass over
+// the whole value before sending and another after receiving.
+inline constexpr size_t kHashPiece = 256 << 10;
+
 }  // namespace tierkv::transfer
 
 #endif  // TIERKV_TRANSFER_ASIO_UTIL_H_

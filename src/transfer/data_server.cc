@@ -8,6 +8,7 @@
 #include <asio/ssl.hpp>
 #include <atomic>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct DataServer::Impl {
   asio::awaitable<void> ServeTls(tcp::socket sock);
   template <class Stream>
   asio::awaitable<void> ServeOn(Stream& sock);
+  // Writes an answer's head, body and trailer (the body's hash, computed piece
+  // by piece as the pieces go out); false when the connection is gone.
+  template <class Stream>
+  asio::awaitable<bool> SendBody(Stream& sock, asio::steady_timer& timer, XXH3_state_t* state,
+                                 std::span<const uint8_t> head, const uint8_t* data,
+                                 uint64_t length, std::span<uint8_t> trailer);
   // Sends an error reply; false when the connection is gone.
   template <class Stream>
   asio::awaitable<bool> Refuse(Stream& sock, asio::steady_timer& timer, const Status& st);
@@ -106,6 +113,8 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
   std::array<uint8_t, kRequestBytes> in{};
   std::array<uint8_t, kResponseBytes> head{};
   std::array<uint8_t, kTrailerBytes> trailer{};
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> hasher(XXH3_createState(),
+                                                                               XXH3_freeState);
   for (;;) {
     timer.expires_after(std::chrono::milliseconds(options.idle_timeout_ms));
     auto got = co_await (asio::async_read(sock, asio::buffer(in), kAwaitTuple) ||
@@ -130,18 +139,53 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     }
     const uint8_t* data = span->data + req.offset;
     EncodeResponse({0, req.length}, head.data());
-    PutU64(XXH3_64bits(data, req.length), trailer.data());
-    const std::array<asio::const_buffer, 3> bufs{asio::buffer(head), asio::buffer(data, req.length),
-                                                 asio::buffer(trailer)};
     // Counted as the answer starts, so a reader that has all the bytes also
     // sees them counted.
     reads.fetch_add(1, std::memory_order_relaxed);
     bytes_out.fetch_add(req.length, std::memory_order_relaxed);
     timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
+    if (!co_await SendBody(sock, timer, hasher.get(), head, data, req.length, trailer)) {
+      co_return;
+    }
+  }
+}
+
+template <class Stream>
+asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_timer& timer,
+                                                 XXH3_state_t* state, std::span<const uint8_t> head,
+                                                 const uint8_t* data, uint64_t length,
+                                                 std::span<uint8_t> trailer) {
+  if (length <= kHashPiece) {  // one piece: hashed first, all in one write
+    PutU64(XXH3_64bits(data, length), trailer.data());
+    const std::array<asio::const_buffer, 3> bufs{asio::buffer(head.data(), head.size()),
+                                                 asio::buffer(data, length),
+                                                 asio::buffer(trailer.data(), trailer.size())};
     auto sent =
         co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
-    if (sent.index() != 0 || std::get<0>(std::get<0>(sent))) co_return;
+    co_return sent.index() == 0 && !std::get<0>(std::get<0>(sent));
   }
+  // The head goes with the first piece; each piece is hashed once it is in
+  // the socket, while the reader takes it; the trailer carries the hash.
+  XXH3_64bits_reset(state);
+  uint64_t off = 0;
+  bool first = true;
+  do {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, length - off));
+    const std::array<asio::const_buffer, 2> bufs{
+        first ? asio::buffer(head.data(), head.size()) : asio::const_buffer(),
+        asio::buffer(data + off, n)};
+    auto sent =
+        co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
+    if (sent.index() != 0 || std::get<0>(std::get<0>(sent))) co_return false;
+    XXH3_64bits_update(state, data + off, n);
+    off += n;
+    first = false;
+  } while (off < length);
+  PutU64(XXH3_64bits_digest(state), trailer.data());
+  auto sent = co_await (
+      asio::async_write(sock, asio::buffer(trailer.data(), trailer.size()), kAwaitTuple) ||
+      timer.async_wait(kAwaitTuple));
+  co_return sent.index() == 0 && !std::get<0>(std::get<0>(sent));
 }
 
 DataServer::DataServer(DataServerOptions options, GrantSource* source)

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -22,6 +23,10 @@ namespace {
 
 Status Lost(const std::string& endpoint, const std::string& what) {
   return Status(Code::kUnavailable, "data channel to " + endpoint + ": " + what);
+}
+
+Status Mismatch(const std::string& endpoint) {
+  return Status(Code::kIoError, "data channel: checksum mismatch on bytes from " + endpoint);
 }
 
 // Runs `op` (a coroutine on conn.io) to its end or until `budget` passes, in
@@ -72,13 +77,31 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
                                                " asked");
   }
   std::array<uint8_t, kTrailerBytes> trailer{};
-  const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
-                                                 asio::buffer(trailer)};
-  auto [bec, bn] = co_await asio::async_read(sock, bufs, kAwaitTuple);
-  if (bec) co_return Lost(endpoint, bec.message());
-  if (XXH3_64bits(dest, req.length) != GetU64(trailer.data())) {
-    co_return Status(Code::kIoError, "data channel: checksum mismatch on bytes from " + endpoint);
+  if (req.length <= kHashPiece) {  // one piece: body and trailer in one read
+    const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
+                                                   asio::buffer(trailer)};
+    auto [bec, bn] = co_await asio::async_read(sock, bufs, kAwaitTuple);
+    if (bec) co_return Lost(endpoint, bec.message());
+    if (XXH3_64bits(dest, req.length) != GetU64(trailer.data())) {
+      co_return Mismatch(endpoint);
+    }
+    *in_step = true;
+    co_return Status::Ok();
   }
+  // Pieces are hashed as they arrive, while the owner sends the next ones.
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
+                                                                              XXH3_freeState);
+  XXH3_64bits_reset(state.get());
+  for (uint64_t off = 0; off < req.length;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, req.length - off));
+    auto [bec, bn] = co_await asio::async_read(sock, asio::buffer(dest + off, n), kAwaitTuple);
+    if (bec) co_return Lost(endpoint, bec.message());
+    XXH3_64bits_update(state.get(), dest + off, n);
+    off += n;
+  }
+  auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(trailer), kAwaitTuple);
+  if (tec) co_return Lost(endpoint, tec.message());
+  if (XXH3_64bits_digest(state.get()) != GetU64(trailer.data())) co_return Mismatch(endpoint);
   *in_step = true;
   co_return Status::Ok();
 }
