@@ -476,16 +476,18 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
   }
   std::atomic<bool> reachable{true};
   std::atomic<size_t> next{0};
+  const size_t width = bytes < (1u << 20) ? 1 : std::min(options_.parallel_reads, granted.size());
+  // The data connections the items' READs leave free carry ranges of one item.
+  const size_t ranges = std::max<size_t>(1, options_.parallel_reads / std::max<size_t>(1, width));
   auto work = [&] {
     for (size_t n = next.fetch_add(1); n < granted.size() && reachable.load();
          n = next.fetch_add(1)) {
       const uint32_t idx = granted[n];
       seg.items[idx]->attempted = true;
-      Status st = ReadOne(peer, *seg.items[idx], auth.ticket, idx, auth.answers[idx]);
+      Status st = ReadOne(peer, *seg.items[idx], auth.ticket, idx, auth.answers[idx], ranges);
       if (st.code() == Code::kUnavailable) reachable.store(false);
     }
   };
-  const size_t width = bytes < (1u << 20) ? 1 : std::min(options_.parallel_reads, granted.size());
   std::vector<std::thread> extra;
   for (size_t w = 1; w < width; ++w) extra.emplace_back(work);
   work();
@@ -502,8 +504,38 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
   return reachable.load();
 }
 
+Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
+                                 const GrantAnswer& ans, uint8_t* dest, size_t ranges) {
+  constexpr uint64_t kMinRange = 4ull << 20;
+  ranges = static_cast<size_t>(std::clamp<uint64_t>(ans.size / kMinRange, 1, ranges));
+  if (ranges == 1) {
+    return transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, 0, ans.size}, dest);
+  }
+  // Whole pages per range (the last takes the rest).
+  const uint64_t step = (ans.size / ranges + 4095) & ~uint64_t{4095};
+  std::vector<Status> got(ranges);
+  auto read = [&](size_t r) {
+    const uint64_t off = r * step;
+    const uint64_t len = r + 1 == ranges ? ans.size - off : step;
+    got[r] =
+        transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, off, len}, dest + off);
+  };
+  std::vector<std::thread> others;
+  for (size_t r = 1; r < ranges; ++r) others.emplace_back(read, r);
+  read(0);
+  for (std::thread& t : others) t.join();
+  // An unreachable owner first (it ends the plan), else the first failure.
+  for (const Status& st : got) {
+    if (st.code() == Code::kUnavailable) return st;
+  }
+  for (Status& st : got) {
+    if (!st.ok()) return std::move(st);
+  }
+  return Status::Ok();
+}
+
 Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                              const GrantAnswer& ans) {
+                              const GrantAnswer& ans, size_t ranges) {
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
   Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
@@ -517,8 +549,7 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     return Status::Ok();
   }
   peer.inflight_bytes.fetch_add(ans.size);
-  const Status st =
-      transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, 0, ans.size}, g->data);
+  const Status st = ReadRanges(peer, ticket, index, ans, g->data, ranges);
   peer.inflight_bytes.fetch_sub(ans.size);
   if (!st.ok()) {
     (void)store_->Abort(caller, g->alloc_id);

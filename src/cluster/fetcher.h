@@ -14,6 +14,11 @@
 // owner carries the release, or a background thread sends it alone after
 // 2 ms (its grant slot stays taken until the owner answered).
 //
+// A large value is read as several ranges at once (one per data connection
+// not taken by the segment's other READs, each of 4 MiB at least), so its
+// bytes move over several connections and the owner's and this manager's
+// cores share the copying and the checksums.
+//
 // Lookahead: while a segment's READs run, the next segment of the plan is
 // authorized (one READ stage and one authorization per plan at most). A failed
 // READ stage discards the grant already obtained for the next one; an
@@ -113,10 +118,14 @@ class RemoteFetcher {
   void Release(Peer& peer, uint64_t ticket);
   // READs the granted items of `seg`; false when the owner is unreachable.
   bool ReadSegment(Peer& peer, Segment& seg, const Authorized& auth);
-  // Allocates, READs, verifies and commits one granted item; the READ's
+  // Allocates, READs, verifies and commits one granted item, its bytes in up
+  // to `ranges` READs at once (each of kMinRange bytes at least); the READ's
   // error (UNAVAILABLE: the owner is unreachable), else OK.
-  Status ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                 const GrantAnswer& answer);
+  Status ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
+                 size_t ranges);
+  // READs [0, size) of a granted item into `dest` as `ranges` ranges at once.
+  Status ReadRanges(Peer& peer, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
+                    uint8_t* dest, size_t ranges);
   bool AcquireSlot(Peer& peer);
   void ReleaseSlot(Peer& peer);
 

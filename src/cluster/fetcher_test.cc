@@ -1,7 +1,7 @@
 // The remote read path in one process: an owner (store, grants, peer service,
 // data channel on loopback) and a requester (store, a global index the test
 // writes, the fetcher). Covers a stale entry retried once the index moved,
-// one that is not, and a key in no view.
+// one that is not, a key in no view, and a large value read in ranges.
 #include "cluster/fetcher.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@ namespace tierkv {
 namespace {
 
 std::unique_ptr<Store> MakeStore() {
-  auto pool = DramPool::Create(16 << 20);
+  auto pool = DramPool::Create(32 << 20);
   EXPECT_TRUE(pool.ok());
   auto store = Store::Create({}, std::move(*pool));
   EXPECT_TRUE(store.ok());
@@ -57,7 +57,7 @@ class FetcherTest : public ::testing::Test {
     local_ = MakeStore();
     GrantOptions go;
     go.runtime_uuid = "owner-uuid";
-    go.budget_bytes = 8 << 20;
+    go.budget_bytes = 32 << 20;
     go.admitting = [this] {
       if (on_authorize_) on_authorize_();
       return true;
@@ -134,6 +134,19 @@ TEST_F(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
   Status none = FetchOne("nowhere");
   EXPECT_EQ(none.code(), Code::kNotFound);
   EXPECT_NE(none.message().find("not held by any other manager"), std::string::npos);
+}
+
+TEST_F(FetcherTest, ALargeValueMovesAsSeveralRangesAtOnceEveryByteInPlace) {
+  // 12 MiB + 5 bytes: three ranges of at least 4 MiB (the default allows four
+  // READs at once), the last one shorter and not page-sized.
+  std::string value((12 << 20) + 5, '\0');
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>((i * 131) ^ (i >> 12));
+  const uint64_t g = Put(*owner_, "big", value);
+  View({Stored("big", g, value.size())});
+  ASSERT_TRUE(FetchOne("big").ok());
+  EXPECT_EQ(data_->Stats().reads, 3u);
+  EXPECT_EQ(data_->Stats().bytes_out, value.size());
+  EXPECT_TRUE(Local("big") == value);
 }
 
 TEST_F(FetcherTest, AStaleEntryIsRetriedOnceTheIndexHasTheNewValue) {

@@ -1,12 +1,16 @@
 // Source grants over a real store, and the data channel in front of them on
 // loopback: budget, generations, deadlines, departed requesters, READ checks,
-// and memory that stays put while a READ still holds it.
+// memory that stays put while a READ still holds it, and a reader that
+// refuses bytes whose checksum does not match.
 #include "cluster/grants.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
+#include <array>
 #include <asio.hpp>
 #include <cstring>
+#include <thread>
 
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
@@ -218,6 +222,43 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   auto fresh = transfer::TcpTransport::Create({});
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
+}
+
+// A stand-in owner that answers one READ with the asked bytes, their trailer
+// hash off by one: the requester must refuse them, whether the value arrives
+// in one piece or in several hashed as they come.
+TEST(DataChannel, AReaderRefusesBytesWhoseChecksumDoesNotMatch) {
+  for (const uint64_t size : {uint64_t{4096}, 3 * kMiB + 5}) {
+    asio::io_context io;
+    asio::ip::tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
+    std::thread owner([&] {
+      asio::ip::tcp::socket s(io);
+      acc.accept(s);
+      uint8_t req[transfer::kRequestBytes];
+      asio::read(s, asio::buffer(req));
+      transfer::ReadRequest r;
+      ASSERT_TRUE(transfer::DecodeRequest(req, &r).ok());
+      uint8_t head[transfer::kResponseBytes];
+      transfer::EncodeResponse({0, r.length}, head);
+      const std::vector<uint8_t> body(r.length, 'z');
+      uint8_t trailer[transfer::kTrailerBytes];
+      transfer::PutU64(XXH3_64bits(body.data(), body.size()) + 1, trailer);
+      asio::write(s, std::array<asio::const_buffer, 3>{asio::buffer(head), asio::buffer(body),
+                                                       asio::buffer(trailer)});
+      uint8_t end = 0;
+      asio::error_code ec;
+      asio::read(s, asio::buffer(&end, 1), ec);  // until the reader hangs up
+    });
+    auto made = transfer::TcpTransport::Create({});
+    ASSERT_TRUE(made.ok());
+    std::vector<uint8_t> dest(size);
+    const Status st = (*made)->Read("127.0.0.1:" + std::to_string(acc.local_endpoint().port()),
+                                    {1, 0, 1, 0, size}, dest.data());
+    EXPECT_EQ(st.code(), Code::kIoError) << size;
+    EXPECT_NE(st.message().find("checksum mismatch"), std::string::npos) << st.ToString();
+    made->reset();  // closes the connection; the stand-in owner ends
+    owner.join();
+  }
 }
 
 }  // namespace
