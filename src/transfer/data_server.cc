@@ -155,7 +155,7 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
                                                  XXH3_state_t* state, std::span<const uint8_t> head,
                                                  const uint8_t* data, uint64_t length,
                                                  std::span<uint8_t> trailer) {
-  if (length <= kHashPiece) {  // one piece: hashed first, all in one write
+  if (length <= kHashPiece || state == nullptr) {  // one piece (or no hash state): one write
     PutU64(XXH3_64bits(data, length), trailer.data());
     const std::array<asio::const_buffer, 3> bufs{asio::buffer(head.data(), head.size()),
                                                  asio::buffer(data, length),

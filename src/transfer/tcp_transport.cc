@@ -77,20 +77,18 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
                                                " asked");
   }
   std::array<uint8_t, kTrailerBytes> trailer{};
-  if (req.length <= kHashPiece) {  // one piece: body and trailer in one read
+  // Pieces are hashed as they arrive, while the owner sends the next ones.
+  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
+      req.length > kHashPiece ? XXH3_createState() : nullptr, XXH3_freeState);
+  if (state == nullptr) {  // one piece (or no hash state): body and trailer in one read
     const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
                                                    asio::buffer(trailer)};
     auto [bec, bn] = co_await asio::async_read(sock, bufs, kAwaitTuple);
     if (bec) co_return Lost(endpoint, bec.message());
-    if (XXH3_64bits(dest, req.length) != GetU64(trailer.data())) {
-      co_return Mismatch(endpoint);
-    }
+    if (XXH3_64bits(dest, req.length) != GetU64(trailer.data())) co_return Mismatch(endpoint);
     *in_step = true;
     co_return Status::Ok();
   }
-  // Pieces are hashed as they arrive, while the owner sends the next ones.
-  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
-                                                                              XXH3_freeState);
   XXH3_64bits_reset(state.get());
   for (uint64_t off = 0; off < req.length;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, req.length - off));
