@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "media/checksum.h"  // the value checksum the header carries
 #include "tierkv/status.h"
 
 namespace tierkv {
@@ -43,24 +44,6 @@ Result<BlobHeader> DecodeBlobHeader(std::string_view block);
 
 // Bytes a blob of `value_size` bytes occupies: header + value rounded to 4 KiB.
 uint64_t BlobFootprint(uint64_t value_size);
-
-// xxh3-64 of a value.
-uint64_t ValueChecksum(const void* data, size_t size);
-
-// ValueChecksum computed over consecutive pieces (the same result as one call
-// over their concatenation).
-class ValueHasher {
- public:
-  ValueHasher();
-  ~ValueHasher();
-  ValueHasher(const ValueHasher&) = delete;
-  ValueHasher& operator=(const ValueHasher&) = delete;
-  void Update(const void* data, size_t size);
-  uint64_t Digest() const;
-
- private:
-  void* state_;  // XXH3_state_t
-};
 
 }  // namespace tierkv
 

@@ -1,7 +1,6 @@
 #include "transfer/data_server.h"
 
 #include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include <array>
 #include <asio/experimental/awaitable_operators.hpp>
@@ -12,12 +11,25 @@
 #include <thread>
 #include <vector>
 
+#include "media/checksum.h"
 #include "transfer/asio_util.h"
 
 namespace tierkv::transfer {
 
 using asio::ip::tcp;
 using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+// Writes `bufs` whole unless `timer` (already set) expires first; false when
+// the write failed or timed out.
+template <class Stream, class Buffers>
+asio::awaitable<bool> WriteBounded(Stream& sock, asio::steady_timer& timer, const Buffers& bufs) {
+  auto r = co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
+  co_return r.index() == 0 && !std::get<0>(std::get<0>(r));
+}
+
+}  // namespace
 
 struct DataServer::Impl {
   Impl(DataServerOptions o, GrantSource* s) : options(std::move(o)), source(s) {}
@@ -32,7 +44,7 @@ struct DataServer::Impl {
   // Writes an answer's head, body and trailer (the body's hash, computed piece
   // by piece as the pieces go out); false when the connection is gone.
   template <class Stream>
-  asio::awaitable<bool> SendBody(Stream& sock, asio::steady_timer& timer, XXH3_state_t* state,
+  asio::awaitable<bool> SendBody(Stream& sock, asio::steady_timer& timer,
                                  std::span<const uint8_t> head, const uint8_t* data,
                                  uint64_t length, std::span<uint8_t> trailer);
   // Sends an error reply; false when the connection is gone.
@@ -82,8 +94,7 @@ asio::awaitable<bool> DataServer::Impl::Refuse(Stream& sock, asio::steady_timer&
   EncodeResponse({static_cast<uint32_t>(st.code()), text.size()}, head.data());
   const std::array<asio::const_buffer, 2> bufs{asio::buffer(head), asio::buffer(text)};
   timer.expires_after(std::chrono::milliseconds(options.io_timeout_ms));
-  auto r = co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
-  co_return r.index() == 0 && !std::get<0>(std::get<0>(r));
+  co_return co_await WriteBounded(sock, timer, bufs);
 }
 
 asio::awaitable<void> DataServer::Impl::Serve(tcp::socket sock) {
@@ -113,8 +124,6 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
   std::array<uint8_t, kRequestBytes> in{};
   std::array<uint8_t, kResponseBytes> head{};
   std::array<uint8_t, kTrailerBytes> trailer{};
-  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> hasher(XXH3_createState(),
-                                                                               XXH3_freeState);
   for (;;) {
     timer.expires_after(std::chrono::milliseconds(options.idle_timeout_ms));
     auto got = co_await (asio::async_read(sock, asio::buffer(in), kAwaitTuple) ||
@@ -144,48 +153,36 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     reads.fetch_add(1, std::memory_order_relaxed);
     bytes_out.fetch_add(req.length, std::memory_order_relaxed);
     timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
-    if (!co_await SendBody(sock, timer, hasher.get(), head, data, req.length, trailer)) {
-      co_return;
-    }
+    if (!co_await SendBody(sock, timer, head, data, req.length, trailer)) co_return;
   }
 }
 
 template <class Stream>
 asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_timer& timer,
-                                                 XXH3_state_t* state, std::span<const uint8_t> head,
-                                                 const uint8_t* data, uint64_t length,
-                                                 std::span<uint8_t> trailer) {
-  if (length <= kHashPiece || state == nullptr) {  // one piece (or no hash state): one write
-    PutU64(XXH3_64bits(data, length), trailer.data());
-    const std::array<asio::const_buffer, 3> bufs{asio::buffer(head.data(), head.size()),
-                                                 asio::buffer(data, length),
-                                                 asio::buffer(trailer.data(), trailer.size())};
-    auto sent =
-        co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
-    co_return sent.index() == 0 && !std::get<0>(std::get<0>(sent));
+                                                 std::span<const uint8_t> head, const uint8_t* data,
+                                                 uint64_t length, std::span<uint8_t> trailer) {
+  if (length <= kHashPiece) {  // one piece: hashed first, all in one write
+    PutU64(ValueChecksum(data, length), trailer.data());
+    co_return co_await WriteBounded(
+        sock, timer,
+        std::array<asio::const_buffer, 3>{asio::buffer(head.data(), head.size()),
+                                          asio::buffer(data, length),
+                                          asio::buffer(trailer.data(), trailer.size())});
   }
   // The head goes with the first piece; each piece is hashed once it is in
   // the socket, while the reader takes it; the trailer carries the hash.
-  XXH3_64bits_reset(state);
-  uint64_t off = 0;
-  bool first = true;
-  do {
+  ValueHasher hasher;
+  for (uint64_t off = 0; off < length;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, length - off));
     const std::array<asio::const_buffer, 2> bufs{
-        first ? asio::buffer(head.data(), head.size()) : asio::const_buffer(),
+        off == 0 ? asio::buffer(head.data(), head.size()) : asio::const_buffer(),
         asio::buffer(data + off, n)};
-    auto sent =
-        co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
-    if (sent.index() != 0 || std::get<0>(std::get<0>(sent))) co_return false;
-    XXH3_64bits_update(state, data + off, n);
+    if (!co_await WriteBounded(sock, timer, bufs)) co_return false;
+    hasher.Update(data + off, n);
     off += n;
-    first = false;
-  } while (off < length);
-  PutU64(XXH3_64bits_digest(state), trailer.data());
-  auto sent = co_await (
-      asio::async_write(sock, asio::buffer(trailer.data(), trailer.size()), kAwaitTuple) ||
-      timer.async_wait(kAwaitTuple));
-  co_return sent.index() == 0 && !std::get<0>(std::get<0>(sent));
+  }
+  PutU64(hasher.Digest(), trailer.data());
+  co_return co_await WriteBounded(sock, timer, asio::buffer(trailer.data(), trailer.size()));
 }
 
 DataServer::DataServer(DataServerOptions options, GrantSource* source)

@@ -1,11 +1,10 @@
 #include "transfer/tcp_transport.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <array>
 #include <optional>
 
+#include "media/checksum.h"
 #include "transfer/asio_util.h"
 
 namespace tierkv::transfer {
@@ -23,10 +22,6 @@ namespace {
 
 Status Lost(const std::string& endpoint, const std::string& what) {
   return Status(Code::kUnavailable, "data channel to " + endpoint + ": " + what);
-}
-
-Status Mismatch(const std::string& endpoint) {
-  return Status(Code::kIoError, "data channel: checksum mismatch on bytes from " + endpoint);
 }
 
 // Runs `op` (a coroutine on conn.io) to its end or until `budget` passes, in
@@ -77,29 +72,30 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
                                                " asked");
   }
   std::array<uint8_t, kTrailerBytes> trailer{};
-  // Pieces are hashed as they arrive, while the owner sends the next ones.
-  const std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
-      req.length > kHashPiece ? XXH3_createState() : nullptr, XXH3_freeState);
-  if (state == nullptr) {  // one piece (or no hash state): body and trailer in one read
+  uint64_t sum = 0;
+  if (req.length <= kHashPiece) {  // one piece: body and trailer in one read
     const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
                                                    asio::buffer(trailer)};
     auto [bec, bn] = co_await asio::async_read(sock, bufs, kAwaitTuple);
     if (bec) co_return Lost(endpoint, bec.message());
-    if (XXH3_64bits(dest, req.length) != GetU64(trailer.data())) co_return Mismatch(endpoint);
-    *in_step = true;
-    co_return Status::Ok();
+    sum = ValueChecksum(dest, req.length);
+  } else {
+    // Pieces are hashed as they arrive, while the owner sends the next ones.
+    ValueHasher hasher;
+    for (uint64_t off = 0; off < req.length;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, req.length - off));
+      auto [bec, bn] = co_await asio::async_read(sock, asio::buffer(dest + off, n), kAwaitTuple);
+      if (bec) co_return Lost(endpoint, bec.message());
+      hasher.Update(dest + off, n);
+      off += n;
+    }
+    auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(trailer), kAwaitTuple);
+    if (tec) co_return Lost(endpoint, tec.message());
+    sum = hasher.Digest();
   }
-  XXH3_64bits_reset(state.get());
-  for (uint64_t off = 0; off < req.length;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, req.length - off));
-    auto [bec, bn] = co_await asio::async_read(sock, asio::buffer(dest + off, n), kAwaitTuple);
-    if (bec) co_return Lost(endpoint, bec.message());
-    XXH3_64bits_update(state.get(), dest + off, n);
-    off += n;
+  if (sum != GetU64(trailer.data())) {
+    co_return Status(Code::kIoError, "data channel: checksum mismatch on bytes from " + endpoint);
   }
-  auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(trailer), kAwaitTuple);
-  if (tec) co_return Lost(endpoint, tec.message());
-  if (XXH3_64bits_digest(state.get()) != GetU64(trailer.data())) co_return Mismatch(endpoint);
   *in_step = true;
   co_return Status::Ok();
 }
