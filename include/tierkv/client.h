@@ -51,7 +51,9 @@ struct ClientOptions {
   // Short-lived tools turn it off.
   bool prefault_pool = true;
   // Busy-poll for a reply this long before sleeping (0 = never). Waking a
-  // sleeping thread costs tens of microseconds on virtual machines.
+  // sleeping thread costs tens of microseconds on virtual machines. A thread
+  // whose polls lose the core to other tasks for more than 12.5 ms in 100 ms
+  // stops polling for a while (1 ms, doubling up to 256 ms while that goes on).
   int spin_us = 50;
   // Unix socket only: Put and Upsert return once the value is copied and its
   // COMMIT is sent, without waiting for the answer; the next put's ALLOC goes

@@ -85,33 +85,82 @@ Result<Address> ParseAddress(std::string_view text) {
   return a;
 }
 
+SpinBackoff::Clock::duration SpinBackoff::OnLateYield(Clock::time_point now, Clock::duration took) {
+  if (now - window_start_ > kWindow) {
+    window_start_ = now;
+    lost_ = Clock::duration::zero();
+  }
+  lost_ += took;
+  if (lost_ <= kLostBudget) return Clock::duration::zero();
+  const bool recent = quiet_.count() > 0 && now - quiet_until_ < kCalm;
+  quiet_ = recent ? std::min<Clock::duration>(kMaxQuiet, 2 * quiet_) : kFirstQuiet;
+  quiet_until_ = now + quiet_;
+  window_start_ = now;  // the next window starts after this decision
+  lost_ = Clock::duration::zero();
+  return quiet_;
+}
+
+namespace {
+
+thread_local SpinBackoff tls_backoff;
+
+// One wait's busy-poll: open unless this thread is in a quiet period.
+class SpinWindow {
+ public:
+  using Clock = SpinBackoff::Clock;
+  explicit SpinWindow(int spin_us) {
+    if (spin_us <= 0) return;
+    last_ = Clock::now();
+    if (!tls_backoff.MaySpin(last_)) return;
+    until_ = last_ + std::chrono::microseconds(spin_us);
+    open_ = true;
+  }
+  bool open() const { return open_; }
+
+  // Gives the core away once between two polls; false when the window has
+  // closed (its time is up, or the yield came back late).
+  bool Yield() {
+    sched_yield();
+    const Clock::time_point now = Clock::now();
+    if (now - last_ > SpinBackoff::kLateYield) {
+      tls_backoff.OnLateYield(now, now - last_);
+      return false;
+    }
+    last_ = now;
+    return now <= until_;
+  }
+
+ private:
+  Clock::time_point last_{};
+  Clock::time_point until_{};
+  bool open_ = false;
+};
+
+}  // namespace
+
 bool SpinReadable(int fd, int spin_us) {
-  if (spin_us <= 0) return false;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  SpinWindow spin(spin_us);
+  if (!spin.open()) return false;
   for (;;) {
     char c;
     const ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
     if (r >= 0 || (errno != EAGAIN && errno != EINTR)) return true;  // data, end or error
-    if (std::chrono::steady_clock::now() > until) return false;
-    sched_yield();
+    if (!spin.Yield()) return false;
   }
 }
 
 Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
   auto* p = static_cast<uint8_t*>(buf);
   size_t done = 0;
-  if (spin_us > 0) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  if (SpinWindow spin(spin_us); spin.open()) {
     while (done < n) {
       const ssize_t r = recv(fd, p + done, n - done, MSG_DONTWAIT);
       if (r > 0) {
         done += static_cast<size_t>(r);
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         break;  // end of stream or an error: the blocking path reports it
-      } else if (std::chrono::steady_clock::now() > until) {
+      } else if (!spin.Yield()) {
         break;
-      } else {
-        sched_yield();  // let a thread that shares this core (maybe the peer) run
       }
     }
   }

@@ -5,6 +5,7 @@
 #ifndef TIERKV_PROTOCOL_SOCKET_IO_H_
 #define TIERKV_PROTOCOL_SOCKET_IO_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,6 +27,40 @@ struct Address {
 // "HOST:PORT" ("[::1]:7600" for IPv6). INVALID_ARGUMENT otherwise.
 Result<Address> ParseAddress(std::string_view text);
 
+// When a thread that busy-polls a socket should not. Busy-polling pays only
+// while the polling thread keeps its core between polls. A yield that comes
+// back late (after more than kLateYield) means another runnable task held the
+// core for a scheduler slice meanwhile. Now and then that is a busy
+// neighbour; when such yields cost the thread more than kLostBudget of
+// waiting within kWindow (as when a CPU-bound process shares the cores), the
+// answer being waited for is better awaited asleep, since a woken thread runs
+// ahead of tasks that have been running. The thread then does not spin for a
+// quiet period, which doubles each time that happens again within kCalm of
+// the previous one's end (kFirstQuiet up to kMaxQuiet), and otherwise starts
+// again from kFirstQuiet.
+// Not thread-safe: ReadFull and SpinReadable keep one per thread.
+class SpinBackoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::microseconds kLateYield{500};
+  static constexpr std::chrono::microseconds kWindow{100000};
+  static constexpr std::chrono::microseconds kLostBudget{12500};
+  static constexpr std::chrono::microseconds kFirstQuiet{1000};
+  static constexpr std::chrono::microseconds kMaxQuiet{256000};
+  static constexpr std::chrono::microseconds kCalm{1000000};
+
+  bool MaySpin(Clock::time_point now) const { return now >= quiet_until_; }
+  // Records a yield that returned at `now` after `took`, more than
+  // kLateYield; returns the quiet period that starts then (zero: none).
+  Clock::duration OnLateYield(Clock::time_point now, Clock::duration took);
+
+ private:
+  Clock::time_point window_start_{};
+  Clock::duration lost_{0};  // waited in late yields since window_start_
+  Clock::time_point quiet_until_{};
+  Clock::duration quiet_{0};
+};
+
 // Reads exactly `n` bytes. `timeout_ms` < 0 waits forever; otherwise a stall of
 // that long between bytes fails with IO_ERROR. A clean end of stream before the
 // first byte is UNAVAILABLE ("connection closed"); in the middle, IO_ERROR.
@@ -33,11 +68,14 @@ Result<Address> ParseAddress(std::string_view text);
 // `spin_us` > 0 first polls the socket without sleeping for up to that many
 // microseconds. On virtual machines waking a sleeping thread costs tens of
 // microseconds, more than a whole request; a short spin while the peer is
-// expected to answer avoids it.
+// expected to answer avoids it. The poll yields the core between tries, and
+// a yield that comes back late starts a quiet period of the calling thread's
+// SpinBackoff (shared with SpinReadable) in which it does not spin.
 Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0);
 
 // Polls `fd` without sleeping for up to `spin_us` microseconds; true as soon as
-// a read would not block (data, end of stream or an error).
+// a read would not block (data, end of stream or an error). False at once
+// during a quiet period (see ReadFull).
 bool SpinReadable(int fd, int spin_us);
 
 // Writes all `n` bytes (MSG_NOSIGNAL); same timeout rule as ReadFull.
