@@ -35,11 +35,13 @@ namespace {
 struct Options {
   std::string json = "bench/results/latest.json";
   bool quick = false;
-  // --client-only ADDRESS: measure only 1-thread put/get of --size bytes against
-  // a running manager and print the two series as JSON (for bench/python_bench.py).
+  // --client-only ADDRESS: measure only put/get of --size bytes by --threads
+  // threads (1 by default) against a running manager and print the two series
+  // as JSON (for bench/python_bench.py).
   std::string client_only;
   uint64_t size = 1 << 20;
   uint64_t count = 512;
+  int threads = 1;
 };
 
 uint64_t CountFor(uint64_t size, bool quick) {
@@ -49,7 +51,8 @@ uint64_t CountFor(uint64_t size, bool quick) {
 
 int ClientOnly(const Options& opt) {
   std::vector<Series> series;
-  RunTierkv(opt.client_only, "client", opt.size, opt.count, 1, /*pipelined=*/false, &series);
+  RunTierkv(opt.client_only, "client", opt.size, opt.count, opt.threads, /*pipelined=*/false,
+            &series);
   if (series.size() != 2) return 1;
   std::printf(
       "{\"put_gbps\": %.4f, \"get_gbps\": %.4f, \"put_p50_us\": %.1f, "
@@ -282,10 +285,13 @@ int main(int argc, char** argv) {
       opt.size = std::stoull(argv[++i]);
     } else if (a == "--count" && i + 1 < argc) {
       opt.count = std::stoull(argv[++i]);
+    } else if (a == "--threads" && i + 1 < argc) {
+      opt.threads = std::stoi(argv[++i]);
     } else {
-      std::fprintf(stderr,
-                   "usage: tierkv_bench [--json PATH] [--quick]\n"
-                   "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N]\n");
+      std::fprintf(
+          stderr,
+          "usage: tierkv_bench [--json PATH] [--quick]\n"
+          "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N] [--threads T]\n");
       return 2;
     }
   }
