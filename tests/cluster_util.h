@@ -69,12 +69,16 @@ inline Node StartNode(const std::string& endpoints, const std::string& cluster,
   return n;
 }
 
+// The answer's JSON; null when there is none or it does not parse, so that a
+// caller's j["a"]["b"] reads null instead of throwing (a discarded value
+// throws on operator[], and a throw inside a wait aborts the test binary).
 inline Json GetJson(const ManagerProcess& m, const std::string& path) {
   httplib::Client http(m.rest());
   http.set_read_timeout(5, 0);
   auto res = http.Get(path);
   if (!res) return Json();
-  return Json::parse(res->body, nullptr, false);
+  Json j = Json::parse(res->body, nullptr, false);
+  return j.is_discarded() ? Json() : j;
 }
 
 inline std::string GetText(const ManagerProcess& m, const std::string& path) {

@@ -54,8 +54,10 @@ uint32_t RankOf(const ManagerProcess& m) {
 
 Json Coverage(const ManagerProcess& m) { return GetJson(m, "/cache/metadata"); }
 
+// Null when the answer does not parse (see GetJson).
 Json Post(const ManagerProcess& m, const std::string& path, const std::string& body) {
-  return Json::parse(PostText(m, path, body, 35), nullptr, false);
+  Json j = Json::parse(PostText(m, path, body, 35), nullptr, false);
+  return j.is_discarded() ? Json() : j;
 }
 
 TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {
