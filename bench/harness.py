@@ -19,9 +19,12 @@ def setup(build: Path) -> None:
     sys.path.insert(0, str(build / "python"))
 
 
-def cpp_client_rate(build: Path, address: str, size: int, count: int) -> dict:
-    """{"put_gbps", "get_gbps", "put_p50_us", "get_p50_us"} of one C++ client thread."""
-    out = subprocess.run([str(build / "tierkv_bench"), "--client-only", address, "--size",
-                          str(size), "--count", str(count)],
-                         check=True, capture_output=True, text=True).stdout
+def cpp_client_rate(build: Path, address: str, size: int, count: int, threads: int = 1) -> dict:
+    """{"put_gbps", "get_gbps", "put_p50_us", "get_p50_us", "put_p99_us", ...} of
+    `threads` C++ client threads (one by default)."""
+    cmd = [str(build / "tierkv_bench"), "--client-only", address, "--size", str(size),
+           "--count", str(count)]
+    if threads != 1:  # builds before --threads take the default only
+        cmd += ["--threads", str(threads)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])

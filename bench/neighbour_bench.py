@@ -19,8 +19,9 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
-import time
+from pathlib import Path
+
+import harness
 
 
 def start_hogs(n: int) -> list[subprocess.Popen]:
@@ -31,28 +32,12 @@ def start_hogs(n: int) -> list[subprocess.Popen]:
 
 
 def measure(build: str, args: argparse.Namespace) -> dict:
-    with tempfile.TemporaryDirectory(prefix="tierkv-neighbour-") as tmp:
-        sock = os.path.join(tmp, "s.sock")
-        server = subprocess.Popen(
-            [os.path.join(build, "tierkv-server"), "--uds-path", sock, "--listen",
-             "127.0.0.1:0", "--metrics-url", "http://127.0.0.1:0", "--dram-size", "2GiB",
-             "--log-level", "error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            while not os.path.exists(sock):
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError(f"{build}/tierkv-server did not start")
-                time.sleep(0.02)
-            cmd = [os.path.join(build, "tierkv_bench"), "--client-only", "unix:" + sock,
-                   "--size", str(args.size), "--count", str(args.count)]
-            if args.threads != 1:  # builds before --threads take the default only
-                cmd += ["--threads", str(args.threads)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            return json.loads(out)
-        finally:
-            server.terminate()
-            server.wait()
+    from conftest import Manager
+    m = Manager("--dram-size", "2GiB", server=str(Path(build) / "tierkv-server"))
+    try:
+        return harness.cpp_client_rate(Path(build), m.uds, args.size, args.count, args.threads)
+    finally:
+        m.close()
 
 
 def main() -> None:
@@ -65,6 +50,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     builds = args.build or ["build"]
+    harness.setup(Path(builds[0]))  # the manager harness of python/tests
     rounds: dict[tuple[str, bool], list[dict]] = {}
     for r in range(args.rounds):
         for hogged in ([False, True] if r % 2 == 0 else [True, False]):

@@ -63,6 +63,13 @@ bool WaitEntries(const ManagerProcess& m, int64_t n) {
   return false;
 }
 
+// `fd`, its small writes sent at once (both baselines' sockets).
+int NoDelay(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
 // ---- The baselines: a plain TCP copy of `total` bytes in messages of
 // `size`. Streamed: the sender writes message after message. Fetched: the
 // receiver asks for each message with an 8-byte request and the sender
@@ -82,15 +89,11 @@ double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched) {
   for (int s = 0; s < streams; ++s) {
     int c = socket(AF_INET, SOCK_STREAM, 0);
     connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    const int one = 1;
-    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    senders.push_back(c);
+    senders.push_back(NoDelay(c));
   }
   std::vector<int> receivers;
   for (int s = 0; s < streams; ++s) {
-    receivers.push_back(accept(lfd, nullptr, nullptr));
-    const int one = 1;
-    setsockopt(receivers.back(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    receivers.push_back(NoDelay(accept(lfd, nullptr, nullptr)));
   }
   const double t0 = NowSeconds();
   for (int s = 0; s < streams; ++s) {

@@ -22,9 +22,11 @@ SERVER_BIN = os.environ.get("TIERKV_SERVER_BIN", str(BUILD / "tierkv-server"))
 
 
 class Manager:
-    """A tierkv-server process on a temp Unix socket and an ephemeral TCP port."""
+    """A tierkv-server process on a temp Unix socket and an ephemeral TCP port
+    (`server`: another tierkv-server binary than SERVER_BIN)."""
 
-    def __init__(self, *extra: str, socket_path: str | None = None):
+    def __init__(self, *extra: str, socket_path: str | None = None, server: str | None = None):
+        self.server = server or SERVER_BIN
         self.dir = tempfile.mkdtemp(prefix="tierkv-py-")
         self.socket_path = socket_path or os.path.join(self.dir, "tierkv.sock")
         self.extra = list(extra)
@@ -35,7 +37,7 @@ class Manager:
         self.start()
 
     def start(self) -> None:
-        args = [SERVER_BIN, "--uds-path", self.socket_path, "--listen", "127.0.0.1:0",
+        args = [self.server, "--uds-path", self.socket_path, "--listen", "127.0.0.1:0",
                 "--log-level", "warn"]
         if "--metrics-url" not in self.extra:
             args += ["--metrics-url", "http://127.0.0.1:0"]
