@@ -17,6 +17,16 @@ namespace tierkv::transfer {
 // Completion token: co_await yields a tuple (error_code first), never throws.
 inline constexpr auto kAwaitTuple = asio::experimental::as_tuple(asio::use_awaitable);
 
+// Completion condition for asio::async_read / async_write: the whole rest of
+// the buffers is offered to each system call. asio::transfer_all() offers at
+// most 64 KiB per call, which splits a megabyte answer into 16 sends, each one
+// more trip through the io_context.
+struct WholeRest {
+  size_t operator()(const asio::error_code& ec, size_t) const { return ec ? 0 : kMaxCall; }
+  static constexpr size_t kMaxCall = size_t{1} << 30;
+};
+inline constexpr WholeRest kWholeRest{};
+
 // "HOST:PORT" (HOST a name or an address; "[v6]:PORT" too) resolved to one
 // TCP endpoint. INVALID_ARGUMENT / UNAVAILABLE (cannot resolve).
 Result<asio::ip::tcp::endpoint> ResolveEndpoint(asio::io_context& io, const std::string& hostport);

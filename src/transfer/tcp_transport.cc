@@ -52,16 +52,16 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
                                  bool* in_step) {
   std::array<uint8_t, kRequestBytes> out{};
   EncodeRequest(req, out.data());
-  auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(out), kAwaitTuple);
+  auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(out), kWholeRest, kAwaitTuple);
   if (wec) co_return Lost(endpoint, wec.message());
   std::array<uint8_t, kResponseBytes> in{};
-  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kAwaitTuple);
+  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple);
   if (hec) co_return Lost(endpoint, hec.message());
   ResponseHead head;
   if (Status st = DecodeResponse(in.data(), &head); !st.ok()) co_return st;
   if (head.code != 0) {
     std::string text(head.length, '\0');
-    auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(text), kAwaitTuple);
+    auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(text), kWholeRest, kAwaitTuple);
     if (tec) co_return Lost(endpoint, tec.message());
     *in_step = true;
     co_return Status(static_cast<Code>(head.code), "owner refused the read: " + text);
@@ -76,7 +76,7 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
   if (req.length <= kHashPiece) {  // one piece: body and trailer in one read
     const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
                                                    asio::buffer(trailer)};
-    auto [bec, bn] = co_await asio::async_read(sock, bufs, kAwaitTuple);
+    auto [bec, bn] = co_await asio::async_read(sock, bufs, kWholeRest, kAwaitTuple);
     if (bec) co_return Lost(endpoint, bec.message());
     sum = ValueChecksum(dest, req.length);
   } else {
@@ -84,12 +84,14 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
     ValueHasher hasher;
     for (uint64_t off = 0; off < req.length;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, req.length - off));
-      auto [bec, bn] = co_await asio::async_read(sock, asio::buffer(dest + off, n), kAwaitTuple);
+      auto [bec, bn] =
+          co_await asio::async_read(sock, asio::buffer(dest + off, n), kWholeRest, kAwaitTuple);
       if (bec) co_return Lost(endpoint, bec.message());
       hasher.Update(dest + off, n);
       off += n;
     }
-    auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(trailer), kAwaitTuple);
+    auto [tec, tn] =
+        co_await asio::async_read(sock, asio::buffer(trailer), kWholeRest, kAwaitTuple);
     if (tec) co_return Lost(endpoint, tec.message());
     sum = hasher.Digest();
   }
