@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <asio.hpp>
 #include <cstring>
@@ -222,6 +223,55 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   auto fresh = transfer::TcpTransport::Create({});
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
+}
+
+// Several connections at once, spread over the server's threads (one
+// io_context each): every reader gets its whole value, each answer written in
+// as few system calls as the socket takes. A started server cannot be started
+// again, nor a stopped one restarted.
+TEST_F(GrantsTest, ConcurrentReadersOverEveryServerThreadEachGetTheirBytes) {
+  GrantTable& t = Table(16 * kMiB);
+  constexpr int kReaders = 6;
+  std::vector<uint64_t> gens;
+  for (int i = 0; i < kReaders; ++i) {
+    gens.push_back(Put("k" + std::to_string(i), 2 * kMiB + 3 * i, static_cast<char>('a' + i)));
+  }
+  transfer::DataServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.threads = 3;
+  transfer::DataServer server(o, &t);
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_EQ(server.Start().code(), Code::kInternal);
+  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
+  transfer::TcpTransportOptions to;
+  to.connections_per_peer = kReaders;
+  auto made = transfer::TcpTransport::Create(to);
+  ASSERT_TRUE(made.ok());
+  std::vector<GrantRequestItem> items;
+  for (int i = 0; i < kReaders; ++i) items.push_back({"t", "k" + std::to_string(i), gens[i]});
+  ASSERT_TRUE(Ask(11, items).ok());
+  std::vector<Status> got(kReaders);
+  std::vector<std::vector<uint8_t>> dest(kReaders);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    dest[i].resize(2 * kMiB + 3 * i);
+    readers.emplace_back([&, i] {
+      got[i] = (*made)->Read(ep, {11, static_cast<uint32_t>(i), gens[i], 0, dest[i].size()},
+                             dest[i].data());
+    });
+  }
+  for (std::thread& r : readers) r.join();
+  for (int i = 0; i < kReaders; ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].ToString();
+    const uint8_t fill = static_cast<uint8_t>('a' + i);
+    EXPECT_TRUE(std::all_of(dest[i].begin(), dest[i].end(), [&](uint8_t c) { return c == fill; }))
+        << i;
+  }
+  const transfer::DataServerStats s = server.Stats();
+  EXPECT_EQ(s.reads, static_cast<uint64_t>(kReaders));
+  EXPECT_GE(s.connections_total, 1u);
+  server.Stop();
+  EXPECT_EQ(server.Start().code(), Code::kInternal);
 }
 
 // A stand-in owner that answers one READ with the asked bytes, their trailer

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/tracer.h"
 #include "media/checksum.h"
 #include "transfer/asio_util.h"
 
@@ -25,7 +26,8 @@ namespace {
 // the write failed or timed out.
 template <class Stream, class Buffers>
 asio::awaitable<bool> WriteBounded(Stream& sock, asio::steady_timer& timer, const Buffers& bufs) {
-  auto r = co_await (asio::async_write(sock, bufs, kAwaitTuple) || timer.async_wait(kAwaitTuple));
+  auto r = co_await (asio::async_write(sock, bufs, kWholeRest, kAwaitTuple) ||
+                     timer.async_wait(kAwaitTuple));
   co_return r.index() == 0 && !std::get<0>(std::get<0>(r));
 }
 
@@ -54,12 +56,17 @@ struct DataServer::Impl {
   const DataServerOptions options;
   GrantSource* const source;
   std::unique_ptr<asio::ssl::context> tls;  // null: plaintext
-  // Both go in Stop: destroying the context destroys the coroutines of the
-  // connections still open, and with them the grant holds they had.
-  std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>();
-  std::unique_ptr<tcp::acceptor> acceptor = std::make_unique<tcp::acceptor>(*io);
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // One io_context per thread, each connection on one of them for its whole
+  // life (round robin at accept), so an answer's steps never hop threads.
+  // The acceptor runs on the first. All go in Stop: destroying a context
+  // destroys the coroutines of the connections still open, and with them the
+  // grant holds they had.
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
+  size_t next_io = 0;  // the acceptor's coroutine only
+  bool stopped = false;
   int port = 0;
   std::atomic<uint64_t> connections{0}, connections_total{0}, refused{0}, reads{0}, refusals{0},
       bytes_out{0};
@@ -67,7 +74,9 @@ struct DataServer::Impl {
 
 asio::awaitable<void> DataServer::Impl::Accept() {
   for (;;) {
-    auto [ec, sock] = co_await acceptor->async_accept(kAwaitTuple);
+    asio::io_context& target = *ios[next_io];
+    next_io = (next_io + 1) % ios.size();
+    auto [ec, sock] = co_await acceptor->async_accept(target, kAwaitTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
       continue;  // a failed accept (EMFILE, a reset peer) ends nothing else
@@ -80,7 +89,7 @@ asio::awaitable<void> DataServer::Impl::Accept() {
     }
     connections.fetch_add(1);
     connections_total.fetch_add(1);
-    asio::co_spawn(*io, tls ? ServeTls(std::move(sock)) : Serve(std::move(sock)),
+    asio::co_spawn(target, tls ? ServeTls(std::move(sock)) : Serve(std::move(sock)),
                    [this](std::exception_ptr) { connections.fetch_sub(1); });
   }
 }
@@ -126,7 +135,7 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
   std::array<uint8_t, kTrailerBytes> trailer{};
   for (;;) {
     timer.expires_after(std::chrono::milliseconds(options.idle_timeout_ms));
-    auto got = co_await (asio::async_read(sock, asio::buffer(in), kAwaitTuple) ||
+    auto got = co_await (asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple) ||
                          timer.async_wait(kAwaitTuple));
     if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return;  // idle, closed or broken
     ReadRequest req;
@@ -146,6 +155,8 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
       if (!co_await Refuse(sock, timer, st)) co_return;
       continue;
     }
+    static Tracepoint* const tp = Tracer::Global().Get("TP_PEER_READ");
+    TraceScope trace(tp);  // the answer, from the grant check to the trailer sent
     const uint8_t* data = span->data + req.offset;
     EncodeResponse({0, req.length}, head.data());
     // Counted as the answer starts, so a reader that has all the bytes also
@@ -154,6 +165,7 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     bytes_out.fetch_add(req.length, std::memory_order_relaxed);
     timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
     if (!co_await SendBody(sock, timer, head, data, req.length, trailer)) co_return;
+    trace.End(true);
   }
 }
 
@@ -191,8 +203,14 @@ DataServer::DataServer(DataServerOptions options, GrantSource* source)
 DataServer::~DataServer() { Stop(); }
 
 Status DataServer::Start() {
-  if (!impl_->io) return Status(Code::kInternal, "the data channel cannot be restarted");
-  Result<tcp::endpoint> ep = ResolveEndpoint(*impl_->io, impl_->options.listen);
+  if (impl_->stopped) return Status(Code::kInternal, "the data channel cannot be restarted");
+  if (!impl_->ios.empty()) return Status(Code::kInternal, "the data channel is already started");
+  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
+    impl_->ios.push_back(std::make_unique<asio::io_context>(1));
+  }
+  asio::io_context& first = *impl_->ios.front();
+  impl_->acceptor = std::make_unique<tcp::acceptor>(first);
+  Result<tcp::endpoint> ep = ResolveEndpoint(first, impl_->options.listen);
   if (!ep.ok()) return InvalidArgument("--data-addr: " + ep.status().message());
   asio::error_code ec;
   impl_->acceptor->open(ep->protocol(), ec);
@@ -209,22 +227,23 @@ Status DataServer::Start() {
     if (!ctx.ok()) return ctx.status();
     impl_->tls = std::move(*ctx);
   }
-  impl_->work.emplace(impl_->io->get_executor());
-  asio::co_spawn(*impl_->io, impl_->Accept(), asio::detached);
-  for (int i = 0; i < std::max(1, impl_->options.threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->io->run(); });
+  asio::co_spawn(first, impl_->Accept(), asio::detached);
+  for (auto& io : impl_->ios) {
+    impl_->work.push_back(asio::make_work_guard(*io));
+    impl_->threads.emplace_back([ctx = io.get()] { ctx->run(); });
   }
   return Status::Ok();
 }
 
 void DataServer::Stop() {
-  if (!impl_->io) return;
-  impl_->work.reset();
-  impl_->io->stop();
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->work.clear();
+  for (auto& io : impl_->ios) io->stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
   impl_->acceptor.reset();
-  impl_->io.reset();
+  impl_->ios.clear();
 }
 
 int DataServer::port() const { return impl_->port; }

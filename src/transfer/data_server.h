@@ -5,8 +5,9 @@
 // bytes are written to the socket straight from the pinned pool memory, with
 // their xxh3-64 after them. Nothing is copied on this side.
 //
-// asio, one io_context run by a few threads; each connection is a coroutine
-// that serves its requests one after another. A connection idle for
+// asio, one io_context per thread (`threads` of them); each connection is a
+// coroutine on one of them, given round robin at accept, that serves its
+// requests one after another. A connection idle for
 // idle_timeout_ms, or a write that does not finish within io_timeout_ms plus
 // one second per 64 MiB, is closed (the grant's hold is dropped with it). At
 // most max_connections are open; more are closed at accept (counted).
