@@ -10,6 +10,7 @@
 #include <chrono>
 #include <future>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "cluster_util.h"
@@ -37,6 +38,19 @@ int64_t Entries(const ManagerProcess& m) {
 
 bool SeesAll(const ManagerProcess& m, int64_t n) {
   return WaitFor([&] { return Entries(m) == n; }, 20000);
+}
+
+// GOOD_END of tracepoint `name` in m's /metrics/ptracer table; -1 when the
+// table has no such row.
+int64_t TraceGood(const ManagerProcess& m, const std::string& name) {
+  std::istringstream table(GetText(m, "/metrics/ptracer"));
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream row(line);
+    std::string date, time, row_name;
+    int64_t begin = 0, good = -1;
+    if (row >> date >> time >> row_name >> begin >> good && row_name == name) return good;
+  }
+  return -1;
 }
 
 // The owner's grants are all gone and nothing stays reserved.
@@ -95,6 +109,18 @@ TEST(RemoteRead, TwoHundredSixtyObjectsOfMixedSizesArriveByteForByte) {
   EXPECT_TRUE(
       WaitFor([&] { return ScrapeMetric(*b.proc, "tierkv_remote_grants_awaiting_release") == 0; }));
   EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_release_calls_total{result=\"failed\"}"), 0);
+  // The stages are traced: 15 fetch calls (10 gets, 5 batches), at least one
+  // authorization each, one READ and one commit per value on b, one READ
+  // answer per value on a.
+  EXPECT_EQ(TraceGood(*b.proc, "TP_REMOTE_FETCH"), 15);
+  EXPECT_GE(TraceGood(*b.proc, "TP_REMOTE_AUTHORIZE"), 15);
+  EXPECT_EQ(TraceGood(*b.proc, "TP_REMOTE_READ"), 260);
+  EXPECT_EQ(TraceGood(*b.proc, "TP_REMOTE_STORE"), 260);
+  EXPECT_GE(TraceGood(*a.proc, "TP_PEER_AUTHORIZE"), 15);
+  // (An answer is traced once its last byte is written, which may be just
+  // after the requester has it.)
+  EXPECT_TRUE(WaitFor([&] { return TraceGood(*a.proc, "TP_PEER_READ") == 260; }));
+  EXPECT_EQ(TraceGood(*a.proc, "TP_REMOTE_FETCH"), -1);  // a read nothing from others
   // A key nowhere is a plain miss, quickly.
   EXPECT_EQ((*c)->Get("nowhere").status().code(), Code::kNotFound);
 }

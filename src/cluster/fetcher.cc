@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cluster/peer_rpc.h"
+#include "common/tracer.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
@@ -47,6 +48,19 @@ struct RemoteFetcher::Authorized {
 };
 
 namespace {
+
+// Requester-side stages of a remote read, on /metrics/ptracer (listed from
+// the first remote read on).
+struct Traces {
+  Tracepoint* const fetch = Tracer::Global().Get("TP_REMOTE_FETCH");
+  Tracepoint* const authorize = Tracer::Global().Get("TP_REMOTE_AUTHORIZE");
+  Tracepoint* const read = Tracer::Global().Get("TP_REMOTE_READ");
+  Tracepoint* const store = Tracer::Global().Get("TP_REMOTE_STORE");
+};
+const Traces& Trace() {
+  static const Traces traces;
+  return traces;
+}
 
 uint64_t NewTicket() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -110,6 +124,7 @@ std::shared_ptr<RemoteFetcher::Peer> RemoteFetcher::PeerOf(const std::string& no
 
 std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
                                          std::span<const std::string_view> keys) {
+  TraceScope trace(Trace().fetch);
   fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
   std::vector<Item> items(keys.size());
   std::vector<std::string> composites(keys.size());
@@ -177,6 +192,7 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
         flights_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return followed[i]->done; });
     out[i] = done ? followed[i]->status : NotFound("a concurrent fetch of this key did not end");
   }
+  trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
   return out;
 }
 
@@ -344,7 +360,9 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
   peer::AuthorizeResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
+  TraceScope trace(Trace().authorize);
   const grpc::Status gs = peer.stub->Authorize(&ctx, req, &resp);
+  trace.End(gs.ok());
   authorizations_.fetch_add(1, std::memory_order_relaxed);
   if (gs.ok() || FromGrpc(gs).code() != Code::kUnavailable) {
     // Answered: the owner released them before anything else.
@@ -549,7 +567,9 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     return Status::Ok();
   }
   peer.inflight_bytes.fetch_add(ans.size);
+  TraceScope read_trace(Trace().read);
   const Status st = ReadRanges(peer, ticket, index, ans, g->data, ranges);
+  read_trace.End(st.ok());
   peer.inflight_bytes.fetch_sub(ans.size);
   if (!st.ok()) {
     (void)store_->Abort(caller, g->alloc_id);
@@ -557,10 +577,13 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
     return st;
   }
+  TraceScope store_trace(Trace().store);
   if (Status c = store_->Commit(caller, g->alloc_id); !c.ok()) {
+    store_trace.End(false);
     item.status = NotFound("fetched, but not stored here: " + c.message());
     return Status::Ok();
   }
+  store_trace.End(true);
   objects_.fetch_add(1, std::memory_order_relaxed);
   bytes_.fetch_add(ans.size, std::memory_order_relaxed);
   item.status = Status::Ok();
