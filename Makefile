@@ -90,6 +90,7 @@ bench: build
 	$(BUILD_DIR)/tierkv_inventory_bench --json bench/results/inventory.json
 	$(BUILD_DIR)/tierkv_inventory_scale_bench --json bench/results/inventory_scale.json
 	$(BUILD_DIR)/tierkv_remote_bench --json bench/results/remote.json
+	$(BUILD_DIR)/tierkv_data_channel_bench --json bench/results/data_channel.json
 	/usr/bin/python3 bench/hicache_bench.py --build $(BUILD_DIR)
 
 format:

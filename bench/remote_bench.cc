@@ -12,11 +12,7 @@
 //    objects, median and p99.
 // 3. A batch of 64 objects of 1 MiB with lookahead (b) and without (c,
 //    --remote-read-lookahead false).
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +28,7 @@
 #include "cluster_member.h"
 #include "etcd_process.h"
 #include "manager_process.h"
+#include "raw_tcp.h"
 #include "tierkv/client.h"
 
 namespace tierkv::bench {
@@ -61,72 +58,6 @@ bool WaitEntries(const ManagerProcess& m, int64_t n) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
-}
-
-// `fd`, its small writes sent at once (both baselines' sockets).
-int NoDelay(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
-// ---- The baselines: a plain TCP copy of `total` bytes in messages of
-// `size`. Streamed: the sender writes message after message. Fetched: the
-// receiver asks for each message with an 8-byte request and the sender
-// answers it, one round trip per message as for a get.
-double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched) {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
-  listen(lfd, 16);
-  const uint64_t per = total / static_cast<uint64_t>(streams);
-  std::vector<std::thread> threads;
-  std::vector<int> senders;
-  for (int s = 0; s < streams; ++s) {
-    int c = socket(AF_INET, SOCK_STREAM, 0);
-    connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    senders.push_back(NoDelay(c));
-  }
-  std::vector<int> receivers;
-  for (int s = 0; s < streams; ++s) {
-    receivers.push_back(NoDelay(accept(lfd, nullptr, nullptr)));
-  }
-  const double t0 = NowSeconds();
-  for (int s = 0; s < streams; ++s) {
-    threads.emplace_back([&, s] {
-      std::vector<char> src(size, 'x');
-      for (uint64_t sent = 0; sent < per; sent += size) {
-        uint64_t ask = 0;
-        if (fetched && read(senders[s], &ask, sizeof(ask)) != sizeof(ask)) return;
-        for (uint64_t off = 0; off < size;) {
-          ssize_t n = write(senders[s], src.data() + off, size - off);
-          if (n <= 0) return;
-          off += static_cast<uint64_t>(n);
-        }
-      }
-    });
-    threads.emplace_back([&, s] {
-      std::vector<char> dst(size, 0);
-      for (uint64_t got = 0; got < per;) {
-        if (fetched && got % size == 0 && write(receivers[s], &got, sizeof(got)) != sizeof(got)) {
-          return;
-        }
-        ssize_t n = read(receivers[s], dst.data() + (got % size), size - (got % size));
-        if (n <= 0) return;
-        got += static_cast<uint64_t>(n);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  const double secs = NowSeconds() - t0;
-  for (int fd : senders) close(fd);
-  for (int fd : receivers) close(fd);
-  close(lfd);
-  return double(per * static_cast<uint64_t>(streams)) / secs / 1e9;
 }
 
 void PutObjects(const ManagerProcess& m, const std::string& prefix, int n, uint64_t size) {

@@ -1,0 +1,129 @@
+// tierkv_data_channel_bench: the peer data channel alone, in one process.
+//
+//   tierkv_data_channel_bench [--json PATH] [--mib 256]
+//
+// A DataServer serving one pinned buffer through a fixed grant, and a
+// TcpTransport reading 1 MiB and 16 MiB items of it (each verified against
+// its xxh3-64) by 1 and 4 threads, against plain TCP copies of the same bytes
+// over loopback in the same run: fetched (an 8-byte request per object, one
+// round trip per object as for a READ) and streamed. No manager, no grant
+// RPC, no store: what the transport itself costs. Three interleaved rounds;
+// each figure is the median round.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+#include "raw_tcp.h"
+#include "transfer/data_server.h"
+#include "transfer/tcp_transport.h"
+
+namespace tierkv::bench {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kTicket = 7, kGeneration = 3;
+
+// One item: the whole buffer, under one ticket.
+class FixedGrant final : public transfer::GrantSource {
+ public:
+  explicit FixedGrant(uint64_t size) : bytes_(size) {
+    for (uint64_t i = 0; i < size; ++i) bytes_[i] = static_cast<uint8_t>(i * 131 + 7);
+  }
+  Result<transfer::GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) override {
+    if (ticket != kTicket || item != 0 || generation != kGeneration) return NotFound("no grant");
+    return transfer::GrantSpan{nullptr, bytes_.data(), bytes_.size()};
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// `total` bytes read as items of `size` by `threads`; GB/s, 0 on a failure.
+double ChannelGBps(transfer::TcpTransport& t, const std::string& ep, uint64_t size, uint64_t total,
+                   int threads) {
+  std::vector<std::vector<uint8_t>> dest(threads, std::vector<uint8_t>(size, 1));
+  std::atomic<bool> failed{false};
+  const uint64_t per = total / size / static_cast<uint64_t>(threads);
+  const double t0 = NowSeconds();
+  std::vector<std::thread> ts;
+  for (int i = 0; i < threads; ++i) {
+    ts.emplace_back([&, i] {
+      for (uint64_t n = 0; n < per; ++n) {
+        if (!t.Read(ep, {kTicket, 0, kGeneration, 0, size}, dest[i].data()).ok()) failed = true;
+      }
+    });
+  }
+  for (std::thread& th : ts) th.join();
+  const double secs = NowSeconds() - t0;
+  return failed ? 0 : double(per * size * static_cast<uint64_t>(threads)) / secs / 1e9;
+}
+
+int Main(int argc, char** argv) {
+  std::string json;
+  uint64_t mib = 256;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--json") == 0) json = argv[i + 1];
+    if (std::strcmp(argv[i], "--mib") == 0) mib = std::stoull(argv[i + 1]);
+  }
+  FixedGrant grant(16 * kMiB);
+  transfer::DataServerOptions so;
+  so.listen = "127.0.0.1:0";
+  transfer::DataServer server(so, &grant);
+  if (Status st = server.Start(); !st.ok()) {
+    std::fprintf(stderr, "data server: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
+  transfer::TcpTransportOptions to;
+  to.connections_per_peer = 4;
+  auto transport = transfer::TcpTransport::Create(to);
+  if (!transport.ok()) return 1;
+  const uint64_t total = std::max<uint64_t>(mib, 64) * kMiB;
+  // Connections opened before the clock starts.
+  (void)ChannelGBps(**transport, ep, kMiB, 16 * kMiB, 4);
+  std::vector<Series> series;
+  std::vector<Ratio> ratios;
+  constexpr int kRounds = 3;
+  bool failed = false;
+  for (uint64_t size : {kMiB, 16 * kMiB}) {
+    for (int threads : {1, 4}) {
+      std::vector<double> streamed, fetched, channel;
+      for (int r = 0; r < kRounds; ++r) {
+        streamed.push_back(RawTcpGBps(size, total, threads, false));
+        fetched.push_back(RawTcpGBps(size, total, threads, true));
+        channel.push_back(ChannelGBps(**transport, ep, size, total, threads));
+        failed = failed || channel.back() == 0;
+      }
+      const double s = Median(streamed), f = Median(fetched), c = Median(channel);
+      const std::string x = " x" + std::to_string(threads);
+      for (const auto& [name, gbps] : {std::pair<const char*, double>{"plain tcp copy", s},
+                                       {"plain tcp fetch", f},
+                                       {"data channel read", c}}) {
+        Series rs(name, size, threads);
+        rs.ops = total / size;
+        rs.seconds = double(total) / gbps / 1e9;
+        series.push_back(rs);
+      }
+      ratios.push_back({"data channel " + SizeName(size) + x + " / tcp fetch" + x, c / f, 0});
+      ratios.push_back({"data channel " + SizeName(size) + x + " / plain tcp" + x, c / s, 0});
+    }
+  }
+  server.Stop();
+  PrintTable(series);
+  PrintRatios(ratios);
+  if (failed) {
+    std::fprintf(stderr, "a data channel read failed\n");
+    return 1;
+  }
+  return FinishReport(json, series, ratios, kRounds);
+}
+
+}  // namespace
+}  // namespace tierkv::bench
+
+int main(int argc, char** argv) { return tierkv::bench::Main(argc, argv); }
