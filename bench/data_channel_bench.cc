@@ -2,13 +2,13 @@
 //
 //   tierkv_data_channel_bench [--json PATH] [--mib 256]
 //
-// A DataServer serving one pinned buffer through a fixed grant, and a
-// TcpTransport reading 1 MiB and 16 MiB items of it (each verified against
-// its xxh3-64) by 1 and 4 threads, against plain TCP copies of the same bytes
-// over loopback in the same run: fetched (an 8-byte request per object, one
-// round trip per object as for a READ) and streamed. No manager, no grant
-// RPC, no store: what the transport itself costs. Three interleaved rounds;
-// each figure is the median round.
+// A DataServer serving a pool of --mib MiB (larger than the caches, as a
+// manager's pool is), and a TcpTransport reading 1 MiB and 16 MiB items of it
+// in turn (each verified against its xxh3-64) by 1 and 4 threads, against
+// plain TCP copies of the same bytes over loopback in the same run: fetched (an 8-byte request per
+// object, one round trip per object as for a READ) and streamed. No manager, no grant RPC, no
+// store: what the transport itself costs. Three interleaved rounds; each figure is the median
+// round.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -26,35 +26,43 @@ namespace tierkv::bench {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-constexpr uint64_t kTicket = 7, kGeneration = 3;
+constexpr uint64_t kGeneration = 3;
 
-// One item: the whole buffer, under one ticket.
-class FixedGrant final : public transfer::GrantSource {
+// A pool of `size` bytes, far larger than the caches as a manager's is. The
+// ticket of a READ is the item size it slices the pool by (a bench's
+// convention): item i is bytes [i * ticket, (i + 1) * ticket).
+class SlicedGrant final : public transfer::GrantSource {
  public:
-  explicit FixedGrant(uint64_t size) : bytes_(size) {
-    for (uint64_t i = 0; i < size; ++i) bytes_[i] = static_cast<uint8_t>(i * 131 + 7);
+  explicit SlicedGrant(uint64_t size) : bytes_(size) {
+    for (uint64_t i = 0; i < size; i += 4096) bytes_[i] = static_cast<uint8_t>(i >> 12);
   }
   Result<transfer::GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) override {
-    if (ticket != kTicket || item != 0 || generation != kGeneration) return NotFound("no grant");
-    return transfer::GrantSpan{nullptr, bytes_.data(), bytes_.size()};
+    if (ticket == 0 || generation != kGeneration || (item + 1) * ticket > bytes_.size()) {
+      return NotFound("no grant");
+    }
+    return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket};
   }
+  uint64_t items(uint64_t size) const { return bytes_.size() / size; }
 
  private:
   std::vector<uint8_t> bytes_;
 };
 
-// `total` bytes read as items of `size` by `threads`; GB/s, 0 on a failure.
-double ChannelGBps(transfer::TcpTransport& t, const std::string& ep, uint64_t size, uint64_t total,
-                   int threads) {
+// `total` bytes read as items of `size` by `threads`, walking the pool; GB/s,
+// 0 on a failure.
+double ChannelGBps(transfer::TcpTransport& t, const SlicedGrant& pool, const std::string& ep,
+                   uint64_t size, uint64_t total, int threads) {
   std::vector<std::vector<uint8_t>> dest(threads, std::vector<uint8_t>(size, 1));
   std::atomic<bool> failed{false};
   const uint64_t per = total / size / static_cast<uint64_t>(threads);
+  const uint64_t items = pool.items(size);
   const double t0 = NowSeconds();
   std::vector<std::thread> ts;
   for (int i = 0; i < threads; ++i) {
     ts.emplace_back([&, i] {
       for (uint64_t n = 0; n < per; ++n) {
-        if (!t.Read(ep, {kTicket, 0, kGeneration, 0, size}, dest[i].data()).ok()) failed = true;
+        const auto item = static_cast<uint32_t>((n * threads + i) % items);
+        if (!t.Read(ep, {size, item, kGeneration, 0, size}, dest[i].data()).ok()) failed = true;
       }
     });
   }
@@ -70,7 +78,8 @@ int Main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--json") == 0) json = argv[i + 1];
     if (std::strcmp(argv[i], "--mib") == 0) mib = std::stoull(argv[i + 1]);
   }
-  FixedGrant grant(16 * kMiB);
+  const uint64_t total = std::max<uint64_t>(mib, 64) * kMiB;
+  SlicedGrant grant(total);
   transfer::DataServerOptions so;
   so.listen = "127.0.0.1:0";
   transfer::DataServer server(so, &grant);
@@ -83,9 +92,8 @@ int Main(int argc, char** argv) {
   to.connections_per_peer = 4;
   auto transport = transfer::TcpTransport::Create(to);
   if (!transport.ok()) return 1;
-  const uint64_t total = std::max<uint64_t>(mib, 64) * kMiB;
   // Connections opened before the clock starts.
-  (void)ChannelGBps(**transport, ep, kMiB, 16 * kMiB, 4);
+  (void)ChannelGBps(**transport, grant, ep, kMiB, 16 * kMiB, 4);
   std::vector<Series> series;
   std::vector<Ratio> ratios;
   constexpr int kRounds = 3;
@@ -96,7 +104,7 @@ int Main(int argc, char** argv) {
       for (int r = 0; r < kRounds; ++r) {
         streamed.push_back(RawTcpGBps(size, total, threads, false));
         fetched.push_back(RawTcpGBps(size, total, threads, true));
-        channel.push_back(ChannelGBps(**transport, ep, size, total, threads));
+        channel.push_back(ChannelGBps(**transport, grant, ep, size, total, threads));
         failed = failed || channel.back() == 0;
       }
       const double s = Median(streamed), f = Median(fetched), c = Median(channel);
