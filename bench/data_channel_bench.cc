@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,7 +53,7 @@ double ChannelGBps(transfer::TcpTransport& t, const SlicedGrant& pool, const std
                    uint64_t size, uint64_t total, int threads) {
   std::vector<std::vector<uint8_t>> dest(threads, std::vector<uint8_t>(size, 1));
   std::atomic<bool> failed{false};
-  const uint64_t per = total / size / static_cast<uint64_t>(threads);
+  const uint64_t per = std::max<uint64_t>(1, total / size / static_cast<uint64_t>(threads));
   const uint64_t items = pool.items(size);
   const double t0 = NowSeconds();
   std::vector<std::thread> ts;
@@ -72,12 +71,7 @@ double ChannelGBps(transfer::TcpTransport& t, const SlicedGrant& pool, const std
 }
 
 int Main(int argc, char** argv) {
-  std::string json;
-  uint64_t mib = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--json") == 0) json = argv[i + 1];
-    if (std::strcmp(argv[i], "--mib") == 0) mib = std::stoull(argv[i + 1]);
-  }
+  const auto [json, mib] = ParseRemoteBenchArgs(argc, argv);
   const uint64_t total = std::max<uint64_t>(mib, 64) * kMiB;
   SlicedGrant grant(total);
   transfer::DataServerOptions so;
@@ -109,14 +103,8 @@ int Main(int argc, char** argv) {
       }
       const double s = Median(streamed), f = Median(fetched), c = Median(channel);
       const std::string x = " x" + std::to_string(threads);
-      for (const auto& [name, gbps] : {std::pair<const char*, double>{"plain tcp copy", s},
-                                       {"plain tcp fetch", f},
-                                       {"data channel read", c}}) {
-        Series rs(name, size, threads);
-        rs.ops = total / size;
-        rs.seconds = double(total) / gbps / 1e9;
-        series.push_back(rs);
-      }
+      AddRateSeries(&series, size, threads, total,
+                    {{"plain tcp copy", s}, {"plain tcp fetch", f}, {"data channel read", c}});
       ratios.push_back({"data channel " + SizeName(size) + x + " / tcp fetch" + x, c / f, 0});
       ratios.push_back({"data channel " + SizeName(size) + x + " / plain tcp" + x, c / s, 0});
     }

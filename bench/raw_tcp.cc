@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -33,7 +35,9 @@ double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched) {
   socklen_t len = sizeof(addr);
   getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
   listen(lfd, 16);
-  const uint64_t per = total / static_cast<uint64_t>(streams);
+  // Whole messages per stream, at least one (a receiver that stopped in the
+  // middle of a message would leave its sender blocked).
+  const uint64_t per = std::max<uint64_t>(1, total / size / static_cast<uint64_t>(streams)) * size;
   std::vector<std::thread> threads;
   std::vector<int> senders;
   for (int s = 0; s < streams; ++s) {
@@ -77,6 +81,25 @@ double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched) {
   for (int fd : receivers) close(fd);
   close(lfd);
   return double(per * static_cast<uint64_t>(streams)) / secs / 1e9;
+}
+
+RemoteBenchArgs ParseRemoteBenchArgs(int argc, char** argv) {
+  RemoteBenchArgs a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--json") == 0) a.json = argv[i + 1];
+    if (std::strcmp(argv[i], "--mib") == 0) a.mib = std::stoull(argv[i + 1]);
+  }
+  return a;
+}
+
+void AddRateSeries(std::vector<Series>* out, uint64_t size, int threads, uint64_t bytes,
+                   const std::vector<std::pair<std::string, double>>& rates) {
+  for (const auto& [name, gbps] : rates) {
+    Series s(name, size, threads);
+    s.ops = bytes / size;
+    s.seconds = double(bytes) / gbps / 1e9;
+    out->push_back(std::move(s));
+  }
 }
 
 }  // namespace tierkv::bench

@@ -1,9 +1,15 @@
-// The plain TCP baselines of the remote-read benchmarks: the same bytes moved
-// over loopback sockets with nothing else done to them.
+// What the remote-read benchmarks (tierkv_remote_bench,
+// tierkv_data_channel_bench) share: their options, and their plain TCP
+// baselines, the same bytes moved over loopback sockets with nothing else
+// done to them.
 #ifndef TIERKV_BENCH_RAW_TCP_H_
 #define TIERKV_BENCH_RAW_TCP_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
 
 namespace tierkv::bench {
 
@@ -13,6 +19,18 @@ namespace tierkv::bench {
 // receiver asks for each message with an 8-byte request and the sender
 // answers it, one round trip per message as for a get.
 double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched);
+
+// --json PATH and --mib N (the bytes each measurement moves, in MiB).
+struct RemoteBenchArgs {
+  std::string json;
+  uint64_t mib = 256;
+};
+RemoteBenchArgs ParseRemoteBenchArgs(int argc, char** argv);
+
+// Appends one series per (name, GB/s) of a case: `bytes` moved as objects of
+// `size` by `threads`, the plain copy, the fetch and the measured path.
+void AddRateSeries(std::vector<Series>* out, uint64_t size, int threads, uint64_t bytes,
+                   const std::vector<std::pair<std::string, double>>& rates);
 
 }  // namespace tierkv::bench
 

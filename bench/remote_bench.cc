@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -143,12 +142,7 @@ Series Batch(const ManagerProcess& m, const std::string& prefix, int reps, const
 }
 
 int Main(int argc, char** argv) {
-  std::string json;
-  uint64_t mib = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--json") == 0) json = argv[i + 1];
-    if (std::strcmp(argv[i], "--mib") == 0) mib = std::stoull(argv[i + 1]);
-  }
+  const auto [json, mib] = ParseRemoteBenchArgs(argc, argv);
   EtcdCluster etcd(1);
   const std::string cluster = "remote-bench-" + std::to_string(getpid());
   const std::string dram = std::to_string(2 * mib + 256) + "MiB";
@@ -185,14 +179,9 @@ int Main(int argc, char** argv) {
       }
       const double raw = Median(raws), fetch = Median(fetches), got = Median(gets);
       const std::string x = " x" + std::to_string(threads);
-      for (const auto& [name, gbps] : {std::pair<const char*, double>{"plain tcp copy", raw},
-                                       {"plain tcp fetch", fetch},
-                                       {"tierkv remote get", got}}) {
-        Series rs(name, size, threads);
-        rs.ops = static_cast<uint64_t>(n);
-        rs.seconds = double(size) * n / gbps / 1e9;
-        series.push_back(rs);
-      }
+      AddRateSeries(
+          &series, size, threads, size * static_cast<uint64_t>(n),
+          {{"plain tcp copy", raw}, {"plain tcp fetch", fetch}, {"tierkv remote get", got}});
       ratios.push_back({"remote get " + SizeName(size) + x + " / plain tcp" + x + " (median of 3)",
                         got / raw, 0.8});
       ratios.push_back({"remote get " + SizeName(size) + x + " / tcp fetch, a request per object" +
