@@ -228,6 +228,12 @@ TEST(Fault, ReadOnlySsdFileKeepsDramServingAndSsdReadable) {
     ASSERT_TRUE(c.ok());
     for (int i = 0; i < 20; ++i)
       ASSERT_TRUE((*c)->Put("a" + std::to_string(i), Pattern(i, kMiB)).ok());
+    // a0, the oldest, has been demoted: its flush is done before the file
+    // turns read-only (a flush still in flight then would fail and drop it).
+    ASSERT_TRUE(testing::WaitFor([&] {
+      Result<ObjectInfo> info = (*c)->Query("a0");
+      return info.ok() && (info->media & MediumBit(Medium::kSsd)) != 0;
+    }));
     Immutable ro(dir + "/ssd/tierkv-ssd.dat");
     if (!ro.ok()) std::filesystem::remove_all(dir);
     ASSERT_TRUE(ro.ok()) << "chattr +i (e2fsprogs) failed on " << dir;
