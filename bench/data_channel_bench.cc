@@ -5,10 +5,10 @@
 // A DataServer serving a pool of --mib MiB (larger than the caches, as a
 // manager's pool is), and a TcpTransport reading 1 MiB and 16 MiB items of it
 // in turn (each verified against its xxh3-64) by 1 and 4 threads, against
-// plain TCP copies of the same bytes over loopback in the same run: fetched (an 8-byte request per
-// object, one round trip per object as for a READ) and streamed. No manager, no grant RPC, no
-// store: what the transport itself costs. Three interleaved rounds; each figure is the median
-// round.
+// plain TCP copies of the same bytes over loopback in the same run: fetched
+// (an 8-byte request per object, one round trip per object as for a READ)
+// and streamed. No manager, no grant RPC, no store: what the transport itself
+// costs. Three interleaved rounds; each figure is the median round.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "raw_tcp.h"
+#include "remote_bench_util.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
 

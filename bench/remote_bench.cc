@@ -27,7 +27,7 @@
 #include "cluster_member.h"
 #include "etcd_process.h"
 #include "manager_process.h"
-#include "raw_tcp.h"
+#include "remote_bench_util.h"
 #include "tierkv/client.h"
 
 namespace tierkv::bench {

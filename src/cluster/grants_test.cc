@@ -226,9 +226,8 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
 }
 
 // Several connections at once, spread over the server's threads (one
-// io_context each): every reader gets its whole value, each answer written in
-// as few system calls as the socket takes. A started server cannot be started
-// again, nor a stopped one restarted.
+// io_context each): every reader gets its whole multi-piece value. A started
+// server cannot be started again, nor a stopped one restarted.
 TEST_F(GrantsTest, ConcurrentReadersOverEveryServerThreadEachGetTheirBytes) {
   GrantTable& t = Table(16 * kMiB);
   constexpr int kReaders = 6;

@@ -1,4 +1,4 @@
-#include "raw_tcp.h"
+#include "remote_bench_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

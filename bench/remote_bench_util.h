@@ -2,8 +2,8 @@
 // tierkv_data_channel_bench) share: their options, and their plain TCP
 // baselines, the same bytes moved over loopback sockets with nothing else
 // done to them.
-#ifndef TIERKV_BENCH_RAW_TCP_H_
-#define TIERKV_BENCH_RAW_TCP_H_
+#ifndef TIERKV_BENCH_REMOTE_BENCH_UTIL_H_
+#define TIERKV_BENCH_REMOTE_BENCH_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -34,4 +34,4 @@ void AddRateSeries(std::vector<Series>* out, uint64_t size, int threads, uint64_
 
 }  // namespace tierkv::bench
 
-#endif  // TIERKV_BENCH_RAW_TCP_H_
+#endif  // TIERKV_BENCH_REMOTE_BENCH_UTIL_H_
