@@ -209,26 +209,31 @@ size_t Store::EvictVictims(std::span<const Victim> victims,
     }
     return evicted;
   }
-  // Up to the queue depth of demotions in flight. Each starts only if the
-  // target is not met counting the DRAM that those in flight will free.
+  // Up to the queue depth of demotions in flight. Each worker takes the
+  // oldest victim not yet decided, and starts its demotion only if the target
+  // is not met counting the DRAM that those in flight will free; victims are
+  // decided in order (oldest first) whichever worker runs first.
   std::atomic<size_t> count{0};
   std::mutex mu;           // serialises enough() and guards:
   uint64_t in_flight = 0;  // DRAM bytes the demotions running now will free
+  size_t next = 0;         // the oldest victim not yet decided
   bool done = false;
-  std::vector<std::function<void()>> demotions;
-  demotions.reserve(victims.size());
-  for (const Victim& v : victims) {
-    demotions.emplace_back([&] {
+  auto worker = [&] {
+    for (;;) {
+      const Victim* v = nullptr;
       {
         std::lock_guard<std::mutex> lock(mu);
-        if (done || (done = enough(in_flight))) return;
-        in_flight += v.dram_bytes;
+        if (done || next == victims.size() || (done = enough(in_flight))) return;
+        v = &victims[next++];
+        in_flight += v->dram_bytes;
       }
-      count += EvictVictim(v) ? 1 : 0;
+      count += EvictVictim(*v) ? 1 : 0;
       std::lock_guard<std::mutex> lock(mu);
-      in_flight -= v.dram_bytes;
-    });
-  }
+      in_flight -= v->dram_bytes;
+    }
+  };
+  const std::vector<std::function<void()>> demotions(
+      std::min<size_t>(victims.size(), ssd_io_->depth()), worker);
   ssd_io_->RunAll(demotions);
   return count.load();
 }

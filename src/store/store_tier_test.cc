@@ -266,6 +266,24 @@ TEST_F(TierTest, EvictionDemotesAGroupOfVictimsSideBySide) {
   }
 }
 
+TEST_F(TierTest, DemotionsSideBySideAreDecidedOldestFirst) {
+  // Whichever of the four demotion workers runs first, the victims are the
+  // oldest objects: freeing two objects' worth demotes k0 and k1, no other.
+  for (int round = 0; round < 10; ++round) {
+    MakeTiered(16 * kMiB, 64 * kMiB,
+               StoreOptions{.shards = 4, .ssd_queue_depth = 4, .evict_policy = EvictPolicy::kLru});
+    for (int i = 0; i < 8; ++i) {
+      ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
+      clock_.AdvanceMillis(1);
+    }
+    const uint64_t per_object = Used() / 8;
+    EXPECT_EQ(store_->EvictDownTo(Used() - 2 * per_object), 2u);
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(Media(Key(i)), i < 2 ? kSsd : kDram) << "round " << round << ", " << Key(i);
+    }
+  }
+}
+
 TEST_F(TierTest, ABatchGetRewarmsItsColdKeysSideBySide) {
   flight_ = std::make_shared<InFlight>(3);
   MakeTiered(16 * kMiB, 64 * kMiB, StoreOptions{.shards = 4, .ssd_queue_depth = 3});
