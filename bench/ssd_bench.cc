@@ -112,7 +112,7 @@ void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, boo
   std::vector<SsdBlob> recovered;
   SsdRecoveryStats stats;
   auto tier = SsdTier::Open(std::move(*file), &recovered, &stats);
-  auto pool = DramPool::Create(total + total / 4);
+  auto pool = DramPool::Create(total + total / 4, /*huge_pages=*/true);  // as the manager asks
   if (!tier.ok() || !pool.ok()) return;
   StoreOptions o;
   o.high_watermark = o.low_watermark = 1.0;  // nothing moves unless asked

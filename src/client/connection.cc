@@ -221,6 +221,9 @@ Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string
     if (base == MAP_FAILED) {
       return Status(Code::kIoError, std::string("mmap of the manager's pool: ") + strerror(err));
     }
+    // Where the manager's pool has huge pages, this mapping uses them too
+    // (with the kernel's "advise" policy a mapping must ask for itself).
+    (void)madvise(base, hello_.pool_size, MADV_HUGEPAGE);
     if (options_.prefault_pool) PrefaultWritable(base, hello_.pool_size);
     pool_ = static_cast<uint8_t*>(base);
     pool_size_ = hello_.pool_size;

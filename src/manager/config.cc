@@ -200,6 +200,10 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.get_config_formatter_base()->parentSeparator('\x1f');
   app.option_defaults()->always_capture_default();
   app.add_option("--dram-size", dram_size, "DRAM pool size (units: kb, mb, gb, KiB, ...)");
+  app.add_option("--dram-huge-pages", c.dram_huge_pages,
+                 "ask the kernel for 2 MiB pages for the DRAM pool (granted when "
+                 "/sys/kernel/mm/transparent_hugepage/shmem_enabled is advise, always or "
+                 "within_size)");
   app.add_option("--uds-path", c.server.uds_path, "Unix socket for same-host clients ('' = off)");
   app.add_option("--uds-mode", uds_mode, "permission bits of the Unix socket (octal)");
   app.add_option("--listen", c.server.tcp_listen, "TCP HOST:PORT for remote clients ('' = off)");

@@ -54,6 +54,7 @@ struct ClusterConfig {
 
 struct ManagerConfig {
   uint64_t dram_size = 1ull << 30;
+  bool dram_huge_pages = true;  // ask for 2 MiB pages for the pool (the kernel decides)
   std::string log_level = "info";
   std::string node_id;  // this manager's identity (KV events backend_id); default: hostname
   StoreOptions store;

@@ -19,12 +19,20 @@ TEST(Config, EmbeddedDefaults) {
   auto c = Parse({});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->dram_size, 1ull << 30);
+  EXPECT_TRUE(c->dram_huge_pages);
   EXPECT_EQ(c->server.uds_path, "/tmp/tierkv.sock");
   EXPECT_EQ(c->server.uds_mode, 0660u);
   EXPECT_EQ(c->server.tcp_listen, "127.0.0.1:7600");
   EXPECT_EQ(c->store.lease_ms, 2000);
   EXPECT_EQ(c->store.max_key_bytes, 1024u);
   EXPECT_EQ(c->server.max_frame_bytes, c->store.max_object_bytes + (1u << 20));
+}
+
+TEST(Config, HugePagesCanBeTurnedOff) {
+  auto c = Parse({"--dram-huge-pages", "false"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->dram_huge_pages);
+  EXPECT_FALSE(Parse({"--dram-huge-pages", "sometimes"}).ok());
 }
 
 TEST(Config, SizesTakeUnits) {
@@ -82,6 +90,7 @@ TEST(Config, ExampleConfigFileMatchesTheEmbeddedDefaults) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const ManagerConfig d = DefaultManagerConfig();
   EXPECT_EQ(c->dram_size, d.dram_size);
+  EXPECT_EQ(c->dram_huge_pages, d.dram_huge_pages);
   EXPECT_EQ(c->server.uds_path, d.server.uds_path);
   EXPECT_EQ(c->server.uds_mode, d.server.uds_mode);
   EXPECT_EQ(c->server.tcp_listen, d.server.tcp_listen);

@@ -108,7 +108,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     if (Status st = m->PrepareCluster(); !st.ok()) return st;
   }
   const ManagerConfig& cfg = m->config_;  // with the cluster's rank
-  Result<std::unique_ptr<DramPool>> pool = DramPool::Create(cfg.dram_size);
+  Result<std::unique_ptr<DramPool>> pool = DramPool::Create(cfg.dram_size, cfg.dram_huge_pages);
   if (!pool.ok()) return pool.status();
   if (const uint32_t every = cfg.inject_alloc_failures; every > 0) {
     auto calls = std::make_shared<std::atomic<uint64_t>>(0);

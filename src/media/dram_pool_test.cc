@@ -4,6 +4,9 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 namespace tierkv {
 namespace {
@@ -20,6 +23,38 @@ TEST(DramPool, SecondMappingOfTheFdSeesTheSameBytes) {
   std::memcpy(static_cast<uint8_t*>(other) + e->offset, "written elsewhere", 17);
   EXPECT_EQ(std::memcmp(p.base() + e->offset, "written elsewhere", 17), 0);
   munmap(other, p.capacity());
+}
+
+// The kernel's shmem huge page policy, the bracketed word of shmem_enabled
+// ("" when the file is missing: no transparent huge pages at all).
+std::string ShmemHugePagePolicy() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t open = text.find('['), close = text.find(']');
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return text.substr(open + 1, close - open - 1);
+}
+
+TEST(DramPool, HugePagesAreWhatTheKernelPolicyGrants) {
+  const std::string policy = ShmemHugePagePolicy();
+  auto asked = DramPool::Create(16 << 20, /*huge_pages=*/true);
+  auto plain = DramPool::Create(16 << 20);
+  ASSERT_TRUE(asked.ok() && plain.ok());
+  // Whatever the pages, the pool works the same: written bytes read back.
+  auto e = (*asked)->Allocate(3 << 20);
+  ASSERT_TRUE(e.has_value());
+  std::memset((*asked)->base() + e->offset, 0x5a, e->size);
+  EXPECT_EQ((*asked)->base()[e->offset + e->size - 1], 0x5a);
+  EXPECT_LE((*asked)->huge_page_bytes(), (*asked)->capacity());
+  if (policy == "advise" || policy == "always" || policy == "within_size" || policy == "force") {
+    EXPECT_GT((*asked)->huge_page_bytes(), 0u) << "policy " << policy;
+  } else {
+    EXPECT_EQ((*asked)->huge_page_bytes(), 0u) << "policy '" << policy << "'";
+  }
+  // Without the advice only a policy that forces huge pages gives them.
+  if (policy != "always" && policy != "force") {
+    EXPECT_EQ((*plain)->huge_page_bytes(), 0u);
+  }
 }
 
 TEST(DramPool, RejectsZeroSize) {

@@ -247,6 +247,7 @@ class Store {
   // socket's handshake), and its allocator figures.
   int pool_fd() const { return dram_->fd(); }
   uint64_t pool_capacity() const { return dram_->capacity(); }
+  uint64_t pool_huge_page_bytes() const { return dram_->huge_page_bytes(); }
   AllocatorStats DramStats() const { return dram_->Stats(); }
   // The pool itself: for the store's own tests only (everyone else goes
   // through grants, leases and pins).
