@@ -18,7 +18,10 @@ inline constexpr uint64_t kMiB = 1024 * 1024;
 // A large, pre-faulted buffer whose slots rotate so copies miss the cache.
 class Slab {
  public:
-  Slab();
+  // Private memory, as a client's buffers are; or, with `like_pool`, a shared
+  // memfd mapping advised for huge pages as the manager's pool is (the kernel's
+  // shmem policy decides the page size for both).
+  explicit Slab(bool like_pool = false);
   ~Slab();
   Slab(const Slab&) = delete;
   Slab& operator=(const Slab&) = delete;

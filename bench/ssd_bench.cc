@@ -44,16 +44,22 @@ struct Options {
   bool quick = false;
 };
 
-struct AlignedBuf {
-  explicit AlignedBuf(size_t n) : p(static_cast<char*>(std::aligned_alloc(4096, n))) {
-    for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(i * 131 + 7);
+// The baseline's buffer is memory of the kind the store's pool is (a DramPool
+// with the manager's huge page advice), so that both sides pin pages of the
+// same size whatever the kernel's shmem huge page policy.
+struct PoolBuf {
+  explicit PoolBuf(size_t n) {
+    auto created = DramPool::Create(n, /*huge_pages=*/true);
+    if (created.ok()) pool = std::move(*created);
+    p = pool ? reinterpret_cast<char*>(pool->base()) : nullptr;
+    for (size_t i = 0; p != nullptr && i < n; ++i) p[i] = static_cast<char>(i * 131 + 7);
   }
-  ~AlignedBuf() { std::free(p); }
-  char* p;
+  std::unique_ptr<DramPool> pool;
+  char* p = nullptr;
 };
 
 // Raw O_DIRECT write then read of `total` bytes in `chunk` transfers, each
-// transfer from (into) its own part of a `total`-byte buffer, as the store's
+// transfer from (into) its own part of a `total`-byte pool buffer, as the store's
 // transfers come from (go to) different parts of its DRAM pool. `depth`
 // threads each move every depth-th chunk, so that many are in flight.
 void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, int depth,
@@ -66,7 +72,12 @@ void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, int dep
     if (fd >= 0) close(fd);
     return;
   }
-  AlignedBuf buf(total);
+  PoolBuf buf(total);
+  if (buf.p == nullptr) {
+    std::fprintf(stderr, "cannot map a %llu-byte buffer\n", static_cast<unsigned long long>(total));
+    close(fd);
+    return;
+  }
   for (const bool write : {true, false}) {
     Series s{write ? "raw O_DIRECT write (baseline)" : "raw O_DIRECT read (baseline)", chunk,
              depth};
