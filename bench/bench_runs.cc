@@ -1,7 +1,6 @@
 #include "bench_runs.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,12 +43,11 @@ std::string MemcachedKey(uint64_t i) {
 Slab::Slab(bool like_pool) {
   void* p = MAP_FAILED;
   if (like_pool) {
-    const int fd = memfd_create("bench-slab", MFD_CLOEXEC);
-    if (fd >= 0 && ftruncate(fd, kSlab) == 0) {
-      p = mmap(nullptr, kSlab, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) (void)madvise(p, kSlab, MADV_HUGEPAGE);
+    Result<std::unique_ptr<DramPool>> created = DramPool::Create(kSlab, /*huge_pages=*/true);
+    if (created.ok()) {
+      pool_ = std::move(*created);
+      p = pool_->base();
     }
-    if (fd >= 0) close(fd);  // the mapping keeps the memory
   } else {
     p = mmap(nullptr, kSlab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
              0);
@@ -61,7 +59,9 @@ Slab::Slab(bool like_pool) {
   base_ = static_cast<char*>(p);
   for (uint64_t i = 0; i < kSlab; i += 4096) base_[i] = static_cast<char>(i >> 12);
 }
-Slab::~Slab() { munmap(base_, kSlab); }
+Slab::~Slab() {
+  if (!pool_) munmap(base_, kSlab);
+}
 char* Slab::Slot(uint64_t i, uint64_t size) const { return base_ + (i % (kSlab / size)) * size; }
 
 Series MemcpyBaseline(uint64_t size, uint64_t count) {

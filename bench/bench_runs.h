@@ -5,10 +5,12 @@
 #define TIERKV_BENCH_BENCH_RUNS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "media/dram_pool.h"
 
 namespace tierkv::bench {
 
@@ -18,9 +20,9 @@ inline constexpr uint64_t kMiB = 1024 * 1024;
 // A large, pre-faulted buffer whose slots rotate so copies miss the cache.
 class Slab {
  public:
-  // Private memory, as a client's buffers are; or, with `like_pool`, a shared
-  // memfd mapping advised for huge pages as the manager's pool is (the kernel's
-  // shmem policy decides the page size for both).
+  // Private memory, as a client's buffers are; or, with `like_pool`, a
+  // DramPool asking for huge pages as the manager's does (the kernel's shmem
+  // policy decides the page size for both).
   explicit Slab(bool like_pool = false);
   ~Slab();
   Slab(const Slab&) = delete;
@@ -29,6 +31,7 @@ class Slab {
 
  private:
   char* base_ = nullptr;
+  std::unique_ptr<DramPool> pool_;  // with like_pool
 };
 
 // Single-thread memcpy between different slots of two slabs.

@@ -231,16 +231,14 @@ TEST(Fault, ReadOnlySsdFileKeepsDramServingAndSsdReadable) {
     // Some of them have been demoted, and one such flush is done before the
     // file turns read-only (a flush still in flight then would fail and drop
     // its object). Which ones the policy demotes first is its business.
-    std::string on_ssd;
+    int kept = -1;  // the index of an object on SSD
     const bool demoted = testing::WaitFor(
         [&] {
-          for (int i = 0; i < 20 && on_ssd.empty(); ++i) {
+          for (int i = 0; i < 20 && kept < 0; ++i) {
             Result<ObjectInfo> info = (*c)->Query("a" + std::to_string(i));
-            if (info.ok() && (info->media & MediumBit(Medium::kSsd)) != 0) {
-              on_ssd = "a" + std::to_string(i);
-            }
+            if (info.ok() && (info->media & MediumBit(Medium::kSsd)) != 0) kept = i;
           }
-          return !on_ssd.empty();
+          return kept >= 0;
         },
         30000);
     ASSERT_TRUE(demoted) << "nothing reached SSD: demoted "
@@ -249,7 +247,7 @@ TEST(Fault, ReadOnlySsdFileKeepsDramServingAndSsdReadable) {
                          << testing::ScrapeMetric(m, "tierkv_ssd_flush_failed_total")
                          << ", SSD I/O errors "
                          << testing::ScrapeMetric(m, "tierkv_ssd_io_errors_total");
-    const int kept = std::stoi(on_ssd.substr(1));
+    const std::string on_ssd = "a" + std::to_string(kept);
     Immutable ro(dir + "/ssd/tierkv-ssd.dat");
     if (!ro.ok()) std::filesystem::remove_all(dir);
     ASSERT_TRUE(ro.ok()) << "chattr +i (e2fsprogs) failed on " << dir;

@@ -200,19 +200,11 @@ bool Store::EvictVictim(const Victim& victim) {
 
 size_t Store::EvictVictims(std::span<const Victim> victims,
                            const std::function<bool(uint64_t)>& enough) {
-  size_t evicted = 0;
-  if (!ssd_ || ssd_io_->depth() == 1) {
-    // Memory work, or one SSD write at a time: in order on this thread.
-    for (const Victim& v : victims) {
-      if (enough(0)) break;
-      evicted += EvictVictim(v) ? 1 : 0;
-    }
-    return evicted;
-  }
-  // Up to the queue depth of demotions in flight. Each worker takes the
-  // oldest victim not yet decided, and starts its demotion only if the target
-  // is not met counting the DRAM that those in flight will free; victims are
-  // decided in order (oldest first) whichever worker runs first.
+  // Up to the queue depth of demotions in flight (one worker, on this thread,
+  // without SSD or at depth 1). Each worker takes the oldest victim not yet
+  // decided, and starts its demotion only if the target is not met counting
+  // the DRAM that those in flight will free; victims are decided in order
+  // (oldest first) whichever worker runs first.
   std::atomic<size_t> count{0};
   std::mutex mu;           // serialises enough() and guards:
   uint64_t in_flight = 0;  // DRAM bytes the demotions running now will free
@@ -232,9 +224,12 @@ size_t Store::EvictVictims(std::span<const Victim> victims,
       in_flight -= v->dram_bytes;
     }
   };
-  const std::vector<std::function<void()>> demotions(
-      std::min<size_t>(victims.size(), ssd_io_->depth()), worker);
-  ssd_io_->RunAll(demotions);
+  const size_t workers = ssd_ ? std::min<size_t>(victims.size(), ssd_io_->depth()) : 1;
+  if (workers <= 1) {
+    worker();
+  } else {
+    ssd_io_->RunAll(std::vector<std::function<void()>>(workers, worker));
+  }
   return count.load();
 }
 
