@@ -64,6 +64,20 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"segment":"rank-x-dram"})")
                 .find("rank-<rank>-dram"),
             std::string::npos);
+  for (const char* seg : {"rank--1-dram", "rank-+1-dram", "rank-1x-dram", "rank- 1-ssd",
+                          "rank-99999999999-dram", "rank-1-hbm", "rank-1"}) {
+    const std::string body = std::string("{\"segment\":\"") + seg + "\"}";
+    for (Node* n : {coord, &other}) {  // the same answer on every manager
+      EXPECT_NE(PostText(*n->proc, "/api/v1/drain_jobs", body).find("rank-<rank>-dram"),
+                std::string::npos)
+          << seg;
+    }
+  }
+  EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", "").find("give the segment"),
+            std::string::npos);
+  EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"segment":"rank-0-dram","node":"b"})")
+                .find("not both"),
+            std::string::npos);
   EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"node":"zz"})").find("no live member"),
             std::string::npos);
   EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"nod":"b"})").find("unknown"),

@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+#include <charconv>
 #include <chrono>
+#include <string_view>
 
 #include "cluster/peer_rpc.h"
 #include "common/clock.h"
@@ -22,6 +25,27 @@ namespace {
 constexpr size_t kBatch = 64;
 
 int64_t NowMs() { return RealClock()->NowUnixMillis(); }
+
+// "rank-<R>-dram" or "rank-<R>-ssd", R decimal digits only (no sign, no
+// spaces) that fit 32 bits.
+bool ParseSegment(std::string_view segment, uint32_t* rank, uint32_t* medium) {
+  constexpr std::string_view kPrefix = "rank-";
+  if (!segment.starts_with(kPrefix)) return false;
+  const size_t dash = segment.rfind('-');
+  const std::string_view kind = segment.substr(dash + 1);
+  const std::string_view digits = segment.substr(kPrefix.size(), dash - kPrefix.size());
+  if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits.front()))) return false;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *rank);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return false;
+  if (kind == "dram") {
+    *medium = static_cast<uint32_t>(Medium::kDram);
+  } else if (kind == "ssd") {
+    *medium = static_cast<uint32_t>(Medium::kSsd);
+  } else {
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -51,37 +75,30 @@ void DrainJobs::Stop() {
 }
 
 Result<std::string> DrainJobs::Start(const std::string& segment, const std::string& node) {
+  // The request's shape first, so a malformed one gets the same answer on every manager.
+  if (segment.empty() && node.empty()) {
+    return InvalidArgument(
+        "give the segment to drain (\"segment\":\"rank-<rank>-dram\" or \"rank-<rank>-ssd\") "
+        "or the node (\"node\":\"<node id>\")");
+  }
+  if (!segment.empty() && !node.empty()) {
+    return InvalidArgument("give the segment to drain or the node, not both");
+  }
+  auto job = std::make_shared<Job>();
+  uint32_t rank = 0;
+  if (!segment.empty() && !ParseSegment(segment, &rank, &job->medium)) {
+    return InvalidArgument("segment must be rank-<rank>-dram or rank-<rank>-ssd, got '" + segment +
+                           "'");
+  }
   const HaState ha = membership_->Get();
   if (ha.role != "leader") {
     return Status(Code::kUnavailable,
                   "drain jobs run on the coordinator; this manager is not it (coordinator: " +
                       ha.leader_address + ")");
   }
-  if (segment.empty() == node.empty()) {
-    return InvalidArgument("give the segment to drain or the node, not both");
-  }
   const ClusterView cv = membership_->Members();
-  auto job = std::make_shared<Job>();
   std::string source = node;
   if (!segment.empty()) {
-    // rank-<R>-dram | rank-<R>-ssd
-    const size_t dash = segment.rfind('-');
-    const std::string kind = dash == std::string::npos ? "" : segment.substr(dash + 1);
-    uint32_t rank = 0;
-    bool parsed = segment.rfind("rank-", 0) == 0 && dash > 5 && (kind == "dram" || kind == "ssd");
-    if (parsed) {
-      try {
-        rank = static_cast<uint32_t>(std::stoul(segment.substr(5, dash - 5)));
-      } catch (...) {
-        parsed = false;
-      }
-    }
-    if (!parsed) {
-      return InvalidArgument("segment must be rank-<rank>-dram or rank-<rank>-ssd, got '" +
-                             segment + "'");
-    }
-    job->medium =
-        kind == "dram" ? static_cast<uint32_t>(Medium::kDram) : static_cast<uint32_t>(Medium::kSsd);
     for (const MemberView& m : cv.members) {
       if (m.rank == rank) source = m.node_id;
     }
