@@ -243,7 +243,8 @@ Result<transfer::GrantSpan> GrantTable::Open(uint64_t ticket, uint32_t item, uin
     return InvalidArgument("the grant holds generation " + std::to_string(pin.generation) +
                            ", not " + std::to_string(generation));
   }
-  return transfer::GrantSpan{std::shared_ptr<const void>(it->second, pin.data), pin.data, pin.size};
+  return transfer::GrantSpan{std::shared_ptr<const void>(it->second, pin.data), pin.data, pin.size,
+                             pin.digest};
 }
 
 GrantStats GrantTable::Stats() const {

@@ -225,6 +225,46 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   EXPECT_EQ((*fresh)->Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
 }
 
+// A whole value is hashed by its first READ only; later whole READs send the
+// kept checksum (counted), ranges are hashed each time. Bytes altered in the
+// owner's memory after the first hash are then refused by the reader.
+TEST_F(GrantsTest, AWholeValueIsHashedOnceAndItsChecksumKept) {
+  GrantTable& t = Table(16 * kMiB);
+  const uint64_t big = 3 * kMiB + 17, small = 4000;  // several pieces; one piece
+  const uint64_t gb = Put("big", big, 'b');
+  const uint64_t gs = Put("small", small, 's');
+  transfer::DataServerOptions o;
+  o.listen = "127.0.0.1:0";
+  transfer::DataServer server(o, &t);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
+  auto made = transfer::TcpTransport::Create({});
+  ASSERT_TRUE(made.ok());
+  transfer::TcpTransport& client = **made;
+  ASSERT_TRUE(Ask(21, {{"t", "big", gb}, {"t", "small", gs}}).ok());
+  std::vector<uint8_t> dest(big);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(client.Read(ep, {21, 0, gb, 0, big}, dest.data()).ok()) << round;
+    EXPECT_TRUE(std::all_of(dest.begin(), dest.end(), [](uint8_t c) { return c == 'b'; }));
+    ASSERT_TRUE(client.Read(ep, {21, 1, gs, 0, small}, dest.data()).ok()) << round;
+    EXPECT_EQ(server.Stats().checksums_reused, round == 0 ? 0u : 2u);
+  }
+  ASSERT_TRUE(client.Read(ep, {21, 0, gb, 1000, kMiB}, dest.data()).ok());
+  EXPECT_EQ(server.Stats().checksums_reused, 2u);
+
+  // Scribble on the owner's copy: a whole READ sends the kept checksum, which
+  // no longer matches, so the reader refuses the bytes; a range is hashed
+  // afresh and still reads.
+  Result<transfer::GrantSpan> span = t.Open(21, 0, gb);
+  ASSERT_TRUE(span.ok());
+  const_cast<uint8_t*>(span->data)[5] = 'X';
+  EXPECT_EQ(client.Read(ep, {21, 0, gb, 0, big}, dest.data()).code(), Code::kIoError);
+  EXPECT_TRUE(client.Read(ep, {21, 0, gb, 0, 64}, dest.data()).ok());
+  EXPECT_EQ(dest[5], 'X');
+  span = Status(Code::kInternal, "dropped");
+  server.Stop();
+}
+
 // Several connections at once, spread over the server's threads (one
 // io_context each): every reader gets its whole multi-piece value. A started
 // server cannot be started again, nor a stopped one restarted.

@@ -128,7 +128,7 @@ struct TransferStats {
   uint64_t budget_waits = 0, released = 0, expired = 0, departed = 0;
   // The owner's data channel.
   uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0;
-  uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0;
+  uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0, data_checksums_reused = 0;
 };
 
 class TransferStatsProvider {

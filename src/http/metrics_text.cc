@@ -236,6 +236,8 @@ constexpr Family kDcReads{"tierkv_data_reads_total", "counter",
                           "READs on the data channel, by result"};
 constexpr Family kDcBytes{"tierkv_data_bytes_sent_total", "counter",
                           "Object bytes sent on the data channel"};
+constexpr Family kDcReused{"tierkv_data_checksums_reused_total", "counter",
+                           "READs of a whole value answered with its known checksum, unhashed"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -425,6 +427,7 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.Sample(kDcReads.name, Label("result", "sent"), t.data_reads);
   w.Sample(kDcReads.name, Label("result", "refused"), t.data_refusals);
   w.One(kDcBytes, t.data_bytes_out);
+  w.One(kDcReused, t.data_checksums_reused);
 }
 
 }  // namespace

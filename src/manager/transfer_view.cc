@@ -25,6 +25,7 @@ TransferStats TransferView::Transfer() const {
   s.data_reads = d.reads;
   s.data_refusals = d.refusals;
   s.data_bytes_out = d.bytes_out;
+  s.data_checksums_reused = d.checksums_reused;
   return s;
 }
 

@@ -210,6 +210,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     const bool same = it != shard.map.end() && it->second.current.get() == pinned;
     UnpinLocked(shard, pinned);
     if (written.ok()) {
+      pinned->digest.store(written->header.value_checksum, std::memory_order_relaxed);
       auto replica = MakeReplica(std::move(*written));
       if (same && !it->second.ssd) {
         InstallSsdLocked(shard, *it, std::move(replica));
@@ -344,6 +345,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   blob->extent = *space;
   blob->size = size;
   blob->group_id = replica->blob.header.group_id;
+  blob->digest.store(replica->blob.header.value_checksum, std::memory_order_relaxed);  // verified
   it->second.current = std::move(blob);
   TouchLocked(shard, *it, clock_->NowNanos());
   AnnounceStored(*it, *it->second.current);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "media/checksum.h"
 #include "media/mem_block_file.h"
 #include "store/store_test_util.h"
 
@@ -229,6 +230,35 @@ TEST_F(TierTest, WriteThroughCopiesCommittedObjectsAtOnce) {
   auto v = Get("a");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(*v, std::string(100000, 'A'));
+}
+
+// A pinned replica carries the value's checksum once the SSD tier knows it:
+// after a write (write-through keeps the DRAM copy) and after a verified
+// rewarm; a value nothing has hashed yet says 0 (unknown).
+TEST_F(TierTest, APinCarriesTheChecksumTheSsdTierComputed) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("x", "x", kMiB).ok());
+  auto digest_of = [&](const std::string& key) -> uint64_t {
+    Result<PinGrant> p = store_->Pin(7, {"default", key}, 0, 0);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return 1;
+    EXPECT_NE(p->digest, nullptr);
+    const uint64_t d = p->digest->load();
+    if (d != 0) EXPECT_EQ(d, ValueChecksum(p->data, p->size));
+    EXPECT_TRUE(store_->Unpin(7, p->pin_id).ok());
+    return d;
+  };
+  EXPECT_EQ(digest_of("x"), 0u);
+  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{"x"}), 1u);
+  ASSERT_EQ(Media("x"), kSsd);
+  EXPECT_NE(digest_of("x"), 0u);  // rewarmed by the pin, checksum verified
+  ASSERT_EQ(Media("x"), kDram | kSsd);
+
+  MakeTiered(8 * kMiB, 16 * kMiB, StoreOptions{.ssd_write_through = true});
+  ASSERT_TRUE(Put("w", "w", 300000).ok());
+  store_->WaitTierIdle();
+  ASSERT_EQ(Media("w"), kDram | kSsd);
+  EXPECT_NE(digest_of("w"), 0u);  // the copy the SSD writer hashed
 }
 
 TEST_F(TierTest, PrefetchRewarmsInTheBackground) {

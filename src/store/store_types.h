@@ -3,6 +3,7 @@
 #ifndef TIERKV_STORE_STORE_TYPES_H_
 #define TIERKV_STORE_STORE_TYPES_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -108,6 +109,9 @@ struct PinGrant {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
   uint64_t generation = 0;
+  // The value's xxh3-64 (ValueChecksum) when known, else 0; whoever hashes the
+  // whole value may store it here. Valid while the pin is held.
+  std::atomic<uint64_t>* digest = nullptr;
 };
 
 struct RemoveAllResult {

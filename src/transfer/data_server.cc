@@ -43,12 +43,15 @@ struct DataServer::Impl {
   asio::awaitable<void> ServeTls(tcp::socket sock);
   template <class Stream>
   asio::awaitable<void> ServeOn(Stream& sock);
-  // Writes an answer's head, body and trailer (the body's hash, computed piece
-  // by piece as the pieces go out); false when the connection is gone.
+  // Writes an answer's head, body and trailer (the body's hash: `digest`'s
+  // value when it is known, else computed piece by piece as the pieces go out
+  // and then stored in `digest`); false when the connection is gone. `digest`
+  // is null unless the answer is a whole value.
   template <class Stream>
   asio::awaitable<bool> SendBody(Stream& sock, asio::steady_timer& timer,
                                  std::span<const uint8_t> head, const uint8_t* data,
-                                 uint64_t length, std::span<uint8_t> trailer);
+                                 uint64_t length, std::span<uint8_t> trailer,
+                                 std::atomic<uint64_t>* digest);
   // Sends an error reply; false when the connection is gone.
   template <class Stream>
   asio::awaitable<bool> Refuse(Stream& sock, asio::steady_timer& timer, const Status& st);
@@ -69,7 +72,7 @@ struct DataServer::Impl {
   bool stopped = false;
   int port = 0;
   std::atomic<uint64_t> connections{0}, connections_total{0}, refused{0}, reads{0}, refusals{0},
-      bytes_out{0};
+      bytes_out{0}, checksums_reused{0};
 };
 
 asio::awaitable<void> DataServer::Impl::Accept() {
@@ -164,7 +167,9 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     reads.fetch_add(1, std::memory_order_relaxed);
     bytes_out.fetch_add(req.length, std::memory_order_relaxed);
     timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
-    if (!co_await SendBody(sock, timer, head, data, req.length, trailer)) co_return;
+    std::atomic<uint64_t>* digest =
+        req.offset == 0 && req.length == span->size ? span->digest : nullptr;
+    if (!co_await SendBody(sock, timer, head, data, req.length, trailer, digest)) co_return;
     trace.End(true);
   }
 }
@@ -172,9 +177,14 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
 template <class Stream>
 asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_timer& timer,
                                                  std::span<const uint8_t> head, const uint8_t* data,
-                                                 uint64_t length, std::span<uint8_t> trailer) {
-  if (length <= kHashPiece) {  // one piece: hashed first, all in one write
-    PutU64(ValueChecksum(data, length), trailer.data());
+                                                 uint64_t length, std::span<uint8_t> trailer,
+                                                 std::atomic<uint64_t>* digest) {
+  const uint64_t known = digest != nullptr ? digest->load(std::memory_order_relaxed) : 0;
+  if (known != 0) checksums_reused.fetch_add(1, std::memory_order_relaxed);
+  if (known != 0 || length <= kHashPiece) {  // the hash known or taken first: all in one write
+    const uint64_t sum = known != 0 ? known : ValueChecksum(data, length);
+    if (digest != nullptr && known == 0) digest->store(sum, std::memory_order_relaxed);
+    PutU64(sum, trailer.data());
     co_return co_await WriteBounded(
         sock, timer,
         std::array<asio::const_buffer, 3>{asio::buffer(head.data(), head.size()),
@@ -194,6 +204,7 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
     off += n;
   }
   PutU64(hasher.Digest(), trailer.data());
+  if (digest != nullptr) digest->store(hasher.Digest(), std::memory_order_relaxed);
   co_return co_await WriteBounded(sock, timer, asio::buffer(trailer.data(), trailer.size()));
 }
 
@@ -256,6 +267,7 @@ DataServerStats DataServer::Stats() const {
   s.reads = impl_->reads.load();
   s.refusals = impl_->refusals.load();
   s.bytes_out = impl_->bytes_out.load();
+  s.checksums_reused = impl_->checksums_reused.load();
   return s;
 }
 

@@ -46,6 +46,7 @@ struct DataServerStats {
   uint64_t reads = 0;              // READs answered with bytes (counted as the answer starts)
   uint64_t refusals = 0;           // READs answered with an error
   uint64_t bytes_out = 0;          // object bytes of those answers
+  uint64_t checksums_reused = 0;   // answers that sent the value's known checksum unhashed
 };
 
 class DataServer {

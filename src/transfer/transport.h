@@ -6,6 +6,7 @@
 #ifndef TIERKV_TRANSFER_TRANSPORT_H_
 #define TIERKV_TRANSFER_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,10 +34,14 @@ class DataTransport {
 };
 
 // What a READ may send: `size` bytes at `data`, valid while `hold` is held.
+// `digest`, when not null, is the value's xxh3-64 once known (0: not yet): a
+// READ of the whole value sends it instead of hashing the bytes again, and one
+// that had to hash them stores the result there. Same lifetime as `data`.
 struct GrantSpan {
   std::shared_ptr<const void> hold;
   const uint8_t* data = nullptr;
   uint64_t size = 0;
+  std::atomic<uint64_t>* digest = nullptr;
 };
 
 // Owner side: resolves a READ against the grants. Thread-safe.
