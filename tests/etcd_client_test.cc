@@ -97,6 +97,10 @@ TEST(EtcdClient, CallsFailOverToASurvivingMember) {
   // A hung member (paused, so its connections stay open) is left on deadline.
   etcd.Restart(0);  // quorum needs two of three
   ASSERT_TRUE(WaitFor([&] { return etcd.Healthy(0); }, 20000));
+  // Member 1 must answer before it is paused: right after the restart it may
+  // still say "no leader" (UNAVAILABLE), which fails over without a deadline.
+  auto only1 = Connect(etcd.client_addr(1), 1000);
+  ASSERT_TRUE(WaitFor([&] { return only1->Put("/f/ready", "1").ok(); }, 20000));
   etcd.Pause(1);
   auto c2 = Connect(etcd.client_addr(1) + "," + etcd.client_addr(2), 1000);
   EXPECT_TRUE(c2->Put("/f/k2", "v2").ok());
