@@ -43,6 +43,8 @@ const char* Reason(int status) {
       return "Payload Too Large";
     case 431:
       return "Request Header Fields Too Large";
+    case 505:
+      return "HTTP Version Not Supported";
     default:
       return "Error";
   }

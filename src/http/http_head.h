@@ -29,7 +29,11 @@ enum class HeadParse { kIncomplete, kComplete };
 
 // Looks for a complete head at the start of `buf`. kIncomplete while the blank
 // line has not arrived (error_status 431 once `buf` passes kMaxHttpHeadBytes);
-// kComplete fills *head (error_status 400 for a malformed Content-Length).
+// kComplete fills *head. Errors (error_status, with either result): 400 for a
+// line ending in a bare LF, a malformed request line, a header line without a
+// colon or with whitespace in or around its name (including folded lines), a
+// malformed or conflicting Content-Length; 505 for an HTTP version other than
+// 1.0 and 1.1; 411 for a chunked body.
 HeadParse ParseHttpHead(std::string_view buf, HttpHead* head);
 
 }  // namespace tierkv

@@ -49,5 +49,42 @@ TEST(HttpHead, BadLengthsChunkedAndHugeHeadsAreErrors) {
   EXPECT_EQ(h.error_status, 431);
 }
 
+// What two parsers could read differently is refused: each is an error the
+// gate answers and then closes the connection.
+TEST(HttpHead, AmbiguousOrMalformedHeadsAreRefused) {
+  HttpHead h;
+  struct Case {
+    const char* head;
+    int status;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {"PUT / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\n", 400},
+           {"GET / HTTP/1.1\nHost: x\n\n", 400},
+           {"GET / HTTP/1.1\r\nHost: x\n\r\n", 400},
+           {"GET /health\r\n\r\n", 400},
+           {"GET  / HTTP/1.1\r\n\r\n", 400},
+           {"GET / HTTP/1.1 x\r\n\r\n", 400},
+           {"G@T / HTTP/1.1\r\n\r\n", 400},
+           {"GET / HTTX/1.1\r\n\r\n", 400},
+           {"GET / HTTP/2.0\r\n\r\n", 505},
+           {"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400},
+           {"GET / HTTP/1.1\r\nContent-Length : 3\r\n\r\n", 400},
+           {"GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400},
+           {"GET / HTTP/1.1\r\n: empty\r\n\r\n", 400},
+       }) {
+    ParseHttpHead(c.head, &h);
+    EXPECT_EQ(h.error_status, c.status) << c.head;
+    EXPECT_FALSE(h.error_message.empty()) << c.head;
+  }
+  // The same length twice is one length.
+  ASSERT_EQ(ParseHttpHead("PUT / HTTP/1.1\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\n", &h),
+            HeadParse::kComplete);
+  EXPECT_EQ(h.error_status, 0);
+  EXPECT_EQ(h.content_length, 3u);
+  // A bare LF is refused before the head completes (no wait for a timeout).
+  ParseHttpHead("GET / HTTP/1.1\nHost", &h);
+  EXPECT_EQ(h.error_status, 400);
+}
+
 }  // namespace
 }  // namespace tierkv
