@@ -244,7 +244,7 @@ Result<transfer::GrantSpan> GrantTable::Open(uint64_t ticket, uint32_t item, uin
                            ", not " + std::to_string(generation));
   }
   return transfer::GrantSpan{std::shared_ptr<const void>(it->second, pin.data), pin.data, pin.size,
-                             pin.digest};
+                             pin.digests};
 }
 
 GrantStats GrantTable::Stats() const {

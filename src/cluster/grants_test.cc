@@ -225,8 +225,8 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   EXPECT_EQ((*fresh)->Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
 }
 
-// A whole value is hashed by its first READ only; later whole READs send the
-// kept checksum (counted), ranges are hashed each time. Bytes altered in the
+// A whole value (or a large range of it) is hashed by its first READ only;
+// later READs of it send the kept checksum (counted). Bytes altered in the
 // owner's memory after the first hash are then refused by the reader.
 TEST_F(GrantsTest, AWholeValueIsHashedOnceAndItsChecksumKept) {
   GrantTable& t = Table(16 * kMiB);
@@ -249,16 +249,25 @@ TEST_F(GrantsTest, AWholeValueIsHashedOnceAndItsChecksumKept) {
     ASSERT_TRUE(client.Read(ep, {21, 1, gs, 0, small}, dest.data()).ok()) << round;
     EXPECT_EQ(server.Stats().checksums_reused, round == 0 ? 0u : 2u);
   }
-  ASSERT_TRUE(client.Read(ep, {21, 0, gb, 1000, kMiB}, dest.data()).ok());
+  // A large range is kept too (the next READ of it is answered unhashed); a
+  // small one is hashed each time.
+  ASSERT_TRUE(client.Read(ep, {21, 0, gb, 4096, kMiB}, dest.data()).ok());
   EXPECT_EQ(server.Stats().checksums_reused, 2u);
+  ASSERT_TRUE(client.Read(ep, {21, 0, gb, 4096, kMiB}, dest.data()).ok());
+  EXPECT_EQ(server.Stats().checksums_reused, 3u);
+  ASSERT_TRUE(client.Read(ep, {21, 0, gb, 100, 10}, dest.data()).ok());
+  ASSERT_TRUE(client.Read(ep, {21, 0, gb, 100, 10}, dest.data()).ok());
+  EXPECT_EQ(server.Stats().checksums_reused, 3u);
 
-  // Scribble on the owner's copy: a whole READ sends the kept checksum, which
-  // no longer matches, so the reader refuses the bytes; a range is hashed
-  // afresh and still reads.
+  // Scribble on the owner's copy: a whole READ or one of the kept range sends
+  // the kept checksum, which no longer matches, so the reader refuses the
+  // bytes; a small range is hashed afresh and still reads.
   Result<transfer::GrantSpan> span = t.Open(21, 0, gb);
   ASSERT_TRUE(span.ok());
   const_cast<uint8_t*>(span->data)[5] = 'X';
   EXPECT_EQ(client.Read(ep, {21, 0, gb, 0, big}, dest.data()).code(), Code::kIoError);
+  const_cast<uint8_t*>(span->data)[5000] = 'Y';
+  EXPECT_EQ(client.Read(ep, {21, 0, gb, 4096, kMiB}, dest.data()).code(), Code::kIoError);
   EXPECT_TRUE(client.Read(ep, {21, 0, gb, 0, 64}, dest.data()).ok());
   EXPECT_EQ(dest[5], 'X');
   span = Status(Code::kInternal, "dropped");

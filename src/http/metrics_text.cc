@@ -237,7 +237,7 @@ constexpr Family kDcReads{"tierkv_data_reads_total", "counter",
 constexpr Family kDcBytes{"tierkv_data_bytes_sent_total", "counter",
                           "Object bytes sent on the data channel"};
 constexpr Family kDcReused{"tierkv_data_checksums_reused_total", "counter",
-                           "READs of a whole value answered with its known checksum, unhashed"};
+                           "READs answered with the kept checksum of their bytes, unhashed"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",

@@ -2,6 +2,10 @@
 
 #include <xxhash.h>
 
+#include <array>
+#include <memory>
+#include <mutex>
+
 namespace tierkv {
 
 uint64_t ValueChecksum(const void* data, size_t size) { return XXH3_64bits(data, size); }
@@ -15,6 +19,48 @@ void ValueHasher::Update(const void* data, size_t size) {
 }
 uint64_t ValueHasher::Digest() const {
   return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
+}
+
+struct ValueDigests::Ranges {
+  struct Slot {
+    uint64_t offset = 0, length = 0, digest = 0;
+  };
+  std::mutex mu;
+  std::array<Slot, kRanges> slots{};
+  size_t next = 0;  // the slot the next new range takes
+};
+
+ValueDigests::~ValueDigests() { delete ranges_.load(std::memory_order_acquire); }
+
+uint64_t ValueDigests::Find(uint64_t offset, uint64_t length, uint64_t size) const {
+  if (offset == 0 && length == size) return whole_.load(std::memory_order_relaxed);
+  Ranges* r = ranges_.load(std::memory_order_acquire);
+  if (r == nullptr) return 0;
+  std::lock_guard lock(r->mu);
+  for (const Ranges::Slot& s : r->slots) {
+    if (s.digest != 0 && s.offset == offset && s.length == length) return s.digest;
+  }
+  return 0;
+}
+
+void ValueDigests::Remember(uint64_t offset, uint64_t length, uint64_t size, uint64_t digest) {
+  if (offset == 0 && length == size) {
+    whole_.store(digest, std::memory_order_relaxed);
+    return;
+  }
+  Ranges* r = ranges_.load(std::memory_order_acquire);
+  if (r == nullptr) {
+    auto fresh = std::make_unique<Ranges>();
+    if (ranges_.compare_exchange_strong(r, fresh.get(), std::memory_order_acq_rel)) {
+      r = fresh.release();
+    }  // else another thread's table won; r now points to it
+  }
+  std::lock_guard lock(r->mu);
+  for (Ranges::Slot& s : r->slots) {
+    if (s.digest != 0 && s.offset == offset && s.length == length) return;
+  }
+  r->slots[r->next] = {offset, length, digest};
+  r->next = (r->next + 1) % kRanges;
 }
 
 }  // namespace tierkv

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "common/composite_key.h"
+#include "media/checksum.h"
 #include "media/offset_allocator.h"
 #include "store/store.h"
 
@@ -27,10 +28,10 @@ struct Store::Blob {
   int64_t lease_deadline = 0;  // latest deadline among them
   uint32_t pins = 0;           // being copied to SSD: not evicted, not freed
   bool zombie = false;         // removed from the index, kept alive by leases or pins
-  // xxh3-64 of the value (ValueChecksum) once something computed it: the SSD
-  // tier when it wrote or read the value, a READ that sent it whole; 0 while
-  // unknown. The bytes of a committed blob never change, so it stays true.
-  std::atomic<uint64_t> digest{0};
+  // Checksums (ValueChecksum) of the value and of ranges of it, once something
+  // computed them: the SSD tier when it wrote or read the value, READs on the
+  // data channel. The bytes of a committed blob never change, so they stay true.
+  ValueDigests digests;
   // Pending (ALLOCATED) blobs only:
   uint64_t alloc_id = 0;
   uint64_t owner = 0;      // session that holds the write grant

@@ -45,7 +45,7 @@ Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t gener
           shard.pins.emplace(id, std::make_pair(blob, owner));
           ++blob->pins;
           return PinGrant{id, dram_->base() + blob->extent.offset, blob->size, e.generation,
-                          &blob->digest};
+                          &blob->digests};
         }
       }
     }

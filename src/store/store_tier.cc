@@ -210,7 +210,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     const bool same = it != shard.map.end() && it->second.current.get() == pinned;
     UnpinLocked(shard, pinned);
     if (written.ok()) {
-      pinned->digest.store(written->header.value_checksum, std::memory_order_relaxed);
+      pinned->digests.Remember(0, pinned->size, pinned->size, written->header.value_checksum);
       auto replica = MakeReplica(std::move(*written));
       if (same && !it->second.ssd) {
         InstallSsdLocked(shard, *it, std::move(replica));
@@ -345,7 +345,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   blob->extent = *space;
   blob->size = size;
   blob->group_id = replica->blob.header.group_id;
-  blob->digest.store(replica->blob.header.value_checksum, std::memory_order_relaxed);  // verified
+  blob->digests.Remember(0, size, size, replica->blob.header.value_checksum);  // verified
   it->second.current = std::move(blob);
   TouchLocked(shard, *it, clock_->NowNanos());
   AnnounceStored(*it, *it->second.current);

@@ -242,8 +242,8 @@ TEST_F(TierTest, APinCarriesTheChecksumTheSsdTierComputed) {
     Result<PinGrant> p = store_->Pin(7, {"default", key}, 0, 0);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     if (!p.ok()) return 1;
-    EXPECT_NE(p->digest, nullptr);
-    const uint64_t d = p->digest->load();
+    EXPECT_NE(p->digests, nullptr);
+    const uint64_t d = p->digests->Find(0, p->size, p->size);
     if (d != 0) EXPECT_EQ(d, ValueChecksum(p->data, p->size));
     EXPECT_TRUE(store_->Unpin(7, p->pin_id).ok());
     return d;

@@ -3,7 +3,6 @@
 #ifndef TIERKV_STORE_STORE_TYPES_H_
 #define TIERKV_STORE_STORE_TYPES_H_
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +13,8 @@
 #include "tierkv/types.h"
 
 namespace tierkv {
+
+class ValueDigests;  // media/checksum.h
 
 // How DRAM victims are chosen (docs/store.md, "Eviction").
 enum class EvictPolicy : uint8_t {
@@ -109,9 +110,9 @@ struct PinGrant {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
   uint64_t generation = 0;
-  // The value's xxh3-64 (ValueChecksum) when known, else 0; whoever hashes the
-  // whole value may store it here. Valid while the pin is held.
-  std::atomic<uint64_t>* digest = nullptr;
+  // The checksums known of the value; whoever hashes the value or a range of
+  // it may record them here. Valid while the pin is held.
+  ValueDigests* digests = nullptr;
 };
 
 struct RemoveAllResult {

@@ -43,15 +43,17 @@ struct DataServer::Impl {
   asio::awaitable<void> ServeTls(tcp::socket sock);
   template <class Stream>
   asio::awaitable<void> ServeOn(Stream& sock);
-  // Writes an answer's head, body and trailer (the body's hash: `digest`'s
-  // value when it is known, else computed piece by piece as the pieces go out
-  // and then stored in `digest`); false when the connection is gone. `digest`
-  // is null unless the answer is a whole value.
+  // Writes an answer's head, body and trailer: the checksum of the `length`
+  // bytes at `data`, which are bytes [offset, offset + length) of a value of
+  // `size` bytes. A checksum `digests` knows is sent as it is; otherwise the
+  // body is hashed piece by piece as the pieces go out and the result recorded
+  // in `digests` (when not null; ranges under kHashPiece are neither looked up
+  // nor recorded). False when the connection is gone.
   template <class Stream>
   asio::awaitable<bool> SendBody(Stream& sock, asio::steady_timer& timer,
                                  std::span<const uint8_t> head, const uint8_t* data,
-                                 uint64_t length, std::span<uint8_t> trailer,
-                                 std::atomic<uint64_t>* digest);
+                                 uint64_t offset, uint64_t length, uint64_t size,
+                                 std::span<uint8_t> trailer, ValueDigests* digests);
   // Sends an error reply; false when the connection is gone.
   template <class Stream>
   asio::awaitable<bool> Refuse(Stream& sock, asio::steady_timer& timer, const Status& st);
@@ -167,9 +169,10 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     reads.fetch_add(1, std::memory_order_relaxed);
     bytes_out.fetch_add(req.length, std::memory_order_relaxed);
     timer.expires_after(IoBudget(options.io_timeout_ms, req.length));
-    std::atomic<uint64_t>* digest =
-        req.offset == 0 && req.length == span->size ? span->digest : nullptr;
-    if (!co_await SendBody(sock, timer, head, data, req.length, trailer, digest)) co_return;
+    if (!co_await SendBody(sock, timer, head, data, req.offset, req.length, span->size, trailer,
+                           span->digests)) {
+      co_return;
+    }
     trace.End(true);
   }
 }
@@ -177,13 +180,16 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
 template <class Stream>
 asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_timer& timer,
                                                  std::span<const uint8_t> head, const uint8_t* data,
-                                                 uint64_t length, std::span<uint8_t> trailer,
-                                                 std::atomic<uint64_t>* digest) {
-  const uint64_t known = digest != nullptr ? digest->load(std::memory_order_relaxed) : 0;
+                                                 uint64_t offset, uint64_t length, uint64_t size,
+                                                 std::span<uint8_t> trailer,
+                                                 ValueDigests* digests) {
+  // Small ranges are cheap to hash and would crowd out the large ones.
+  if (length < size && length < kHashPiece) digests = nullptr;
+  const uint64_t known = digests != nullptr ? digests->Find(offset, length, size) : 0;
   if (known != 0) checksums_reused.fetch_add(1, std::memory_order_relaxed);
   if (known != 0 || length <= kHashPiece) {  // the hash known or taken first: all in one write
     const uint64_t sum = known != 0 ? known : ValueChecksum(data, length);
-    if (digest != nullptr && known == 0) digest->store(sum, std::memory_order_relaxed);
+    if (digests != nullptr && known == 0) digests->Remember(offset, length, size, sum);
     PutU64(sum, trailer.data());
     co_return co_await WriteBounded(
         sock, timer,
@@ -204,7 +210,7 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
     off += n;
   }
   PutU64(hasher.Digest(), trailer.data());
-  if (digest != nullptr) digest->store(hasher.Digest(), std::memory_order_relaxed);
+  if (digests != nullptr) digests->Remember(offset, length, size, hasher.Digest());
   co_return co_await WriteBounded(sock, timer, asio::buffer(trailer.data(), trailer.size()));
 }
 

@@ -6,13 +6,16 @@
 #ifndef TIERKV_TRANSFER_TRANSPORT_H_
 #define TIERKV_TRANSFER_TRANSPORT_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "tierkv/status.h"
 #include "transfer/data_frame.h"
+
+namespace tierkv {
+class ValueDigests;  // media/checksum.h
+}  // namespace tierkv
 
 namespace tierkv::transfer {
 
@@ -34,14 +37,15 @@ class DataTransport {
 };
 
 // What a READ may send: `size` bytes at `data`, valid while `hold` is held.
-// `digest`, when not null, is the value's xxh3-64 once known (0: not yet): a
-// READ of the whole value sends it instead of hashing the bytes again, and one
-// that had to hash them stores the result there. Same lifetime as `data`.
+// `digests`, when not null, holds the checksums known of the value: a READ
+// of a range found there sends its checksum instead of hashing the bytes
+// again, and one that had to hash them records the result. Same lifetime as
+// `data`.
 struct GrantSpan {
   std::shared_ptr<const void> hold;
   const uint8_t* data = nullptr;
   uint64_t size = 0;
-  std::atomic<uint64_t>* digest = nullptr;
+  ValueDigests* digests = nullptr;
 };
 
 // Owner side: resolves a READ against the grants. Thread-safe.
