@@ -65,6 +65,25 @@ class GrantsTest : public ::testing::Test {
     return table_->Authorize("req", uuid, "owner-uuid", ticket, items);
   }
 
+  // A data channel on loopback in front of `t`, and a reader of it.
+  struct Channel {
+    std::unique_ptr<transfer::DataServer> server;
+    std::string ep;
+    std::unique_ptr<transfer::TcpTransport> client;
+  };
+  static Channel Serve(GrantTable& t) {
+    Channel c;
+    transfer::DataServerOptions o;
+    o.listen = "127.0.0.1:0";
+    c.server = std::make_unique<transfer::DataServer>(o, &t);
+    EXPECT_TRUE(c.server->Start().ok());
+    c.ep = "127.0.0.1:" + std::to_string(c.server->port());
+    auto made = transfer::TcpTransport::Create({});
+    EXPECT_TRUE(made.ok());
+    if (made.ok()) c.client = std::move(*made);
+    return c;
+  }
+
   ManualClock clock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<GrantTable> table_;
@@ -179,14 +198,11 @@ TEST_F(GrantsTest, AReadInProgressKeepsTheBytesEvenWhenTheKeyIsReplaced) {
 TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   GrantTable& t = Table();
   const uint64_t g = Put("k", 3 * kMiB + 17, 'q');
-  transfer::DataServerOptions o;
-  o.listen = "127.0.0.1:0";
-  transfer::DataServer server(o, &t);
-  ASSERT_TRUE(server.Start().ok());
-  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
-  auto made = transfer::TcpTransport::Create({});
-  ASSERT_TRUE(made.ok());
-  transfer::TcpTransport& client = **made;
+  Channel ch = Serve(t);
+  ASSERT_TRUE(ch.client);
+  transfer::DataServer& server = *ch.server;
+  const std::string& ep = ch.ep;
+  transfer::TcpTransport& client = *ch.client;
   ASSERT_TRUE(Ask(7, {{"t", "k", g}}).ok());
   std::vector<uint8_t> dest(3 * kMiB + 17);
   ASSERT_TRUE(client.Read(ep, {7, 0, g, 0, dest.size()}, dest.data()).ok());
@@ -233,14 +249,11 @@ TEST_F(GrantsTest, AWholeValueIsHashedOnceAndItsChecksumKept) {
   const uint64_t big = 3 * kMiB + 17, small = 4000;  // several pieces; one piece
   const uint64_t gb = Put("big", big, 'b');
   const uint64_t gs = Put("small", small, 's');
-  transfer::DataServerOptions o;
-  o.listen = "127.0.0.1:0";
-  transfer::DataServer server(o, &t);
-  ASSERT_TRUE(server.Start().ok());
-  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
-  auto made = transfer::TcpTransport::Create({});
-  ASSERT_TRUE(made.ok());
-  transfer::TcpTransport& client = **made;
+  Channel ch = Serve(t);
+  ASSERT_TRUE(ch.client);
+  transfer::DataServer& server = *ch.server;
+  const std::string& ep = ch.ep;
+  transfer::TcpTransport& client = *ch.client;
   ASSERT_TRUE(Ask(21, {{"t", "big", gb}, {"t", "small", gs}}).ok());
   std::vector<uint8_t> dest(big);
   for (int round = 0; round < 2; ++round) {
