@@ -208,9 +208,13 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     const bool same = it != shard.map.end() && it->second.current.get() == pinned;
-    UnpinLocked(shard, pinned);
+    // The checksum the SSD writer computed over these bytes; recorded before
+    // the unpin, which frees a replica removed meanwhile.
     if (written.ok()) {
       pinned->digests.Remember(0, pinned->size, pinned->size, written->header.value_checksum);
+    }
+    UnpinLocked(shard, pinned);
+    if (written.ok()) {
       auto replica = MakeReplica(std::move(*written));
       if (same && !it->second.ssd) {
         InstallSsdLocked(shard, *it, std::move(replica));
