@@ -446,6 +446,43 @@ TEST_F(TierTest, RestartRecoversSsdReplicasButNotRemovedOrReplacedValues) {
   EXPECT_TRUE(saw);
 }
 
+// A remove while the DRAM copy is being written to SSD: the copy stays pinned
+// until the write ends, then goes once, and the blob written for it is freed.
+TEST_F(TierTest, RemoveDuringDemotionFreesTheCopyAndTheBlob) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, go = false;
+  fail_write_ = [&](int, uint64_t) {  // the first SSD write waits for `go`
+    std::unique_lock<std::mutex> lock(mu);
+    if (!started) {
+      started = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return go; });
+    }
+    return false;
+  };
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("d", "d", kMiB).ok());
+  std::thread demote([&] { store_->EvictKeys("default", std::vector<std::string>{"d"}); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return started; });
+  }
+  EXPECT_TRUE(store_->Remove({}, {"default", "d"}).ok());
+  EXPECT_EQ(Media("d"), 0u);
+  EXPECT_EQ(store_->dram().Stats().allocated, kMiB);  // still pinned by the write
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    go = true;
+  }
+  cv.notify_all();
+  demote.join();
+  EXPECT_EQ(Media("d"), 0u);
+  EXPECT_EQ(store_->dram().Stats().allocated, 0u);
+  store_->RunMaintenance();
+  EXPECT_EQ(Tier().ssd.allocated, 0u);
+}
+
 TEST_F(TierTest, RemoveDuringRewarmNeverResurrectsTheKey) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("gone", "g", kMiB).ok());
