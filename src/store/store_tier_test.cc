@@ -244,7 +244,9 @@ TEST_F(TierTest, APinCarriesTheChecksumTheSsdTierComputed) {
     if (!p.ok()) return 1;
     EXPECT_NE(p->digests, nullptr);
     const uint64_t d = p->digests->Find(0, p->size, p->size);
-    if (d != 0) EXPECT_EQ(d, ValueChecksum(p->data, p->size));
+    if (d != 0) {
+      EXPECT_EQ(d, ValueChecksum(p->data, p->size));
+    }
     EXPECT_TRUE(store_->Unpin(7, p->pin_id).ok());
     return d;
   };
