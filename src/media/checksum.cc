@@ -35,7 +35,7 @@ ValueDigests::~ValueDigests() { delete ranges_.load(std::memory_order_acquire); 
 uint64_t ValueDigests::Find(uint64_t offset, uint64_t length, uint64_t size) const {
   if (offset == 0 && length == size) return whole_.load(std::memory_order_relaxed);
   Ranges* r = ranges_.load(std::memory_order_acquire);
-  if (r == nullptr) return 0;
+  if (r == nullptr || length < kMinRange) return 0;
   std::lock_guard lock(r->mu);
   for (const Ranges::Slot& s : r->slots) {
     if (s.digest != 0 && s.offset == offset && s.length == length) return s.digest;
@@ -48,6 +48,7 @@ void ValueDigests::Remember(uint64_t offset, uint64_t length, uint64_t size, uin
     whole_.store(digest, std::memory_order_relaxed);
     return;
   }
+  if (length < kMinRange) return;
   Ranges* r = ranges_.load(std::memory_order_acquire);
   if (r == nullptr) {
     auto fresh = std::make_unique<Ranges>();

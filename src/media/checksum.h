@@ -32,16 +32,19 @@ class ValueHasher {
 };
 
 // The checksums already computed over one value whose bytes never change (a
-// committed DRAM replica): the whole value's, and those of a few byte ranges,
-// so that answering them again needs no pass over the bytes. Sixteen bytes
-// until a range is recorded; at most kRanges ranges are kept, the oldest
-// replaced first. 0 stands for "unknown" (a value whose checksum really is 0
-// is simply hashed each time).
+// committed DRAM replica): the whole value's, and those of a few byte ranges
+// of at least kMinRange bytes, so that answering them again needs no pass over
+// the bytes (smaller ranges are cheap to hash and would crowd out the large
+// ones: they are neither kept nor found). Sixteen bytes until a range is
+// recorded; at most kRanges ranges are kept, the oldest replaced first. 0
+// stands for "unknown" (a value whose checksum really is 0 is simply hashed
+// each time).
 //
 // Thread-safety: every method may be called from any thread.
 class ValueDigests {
  public:
   static constexpr size_t kRanges = 8;
+  static constexpr uint64_t kMinRange = 256 << 10;
   ValueDigests() = default;
   ~ValueDigests();
   ValueDigests(const ValueDigests&) = delete;

@@ -47,8 +47,7 @@ struct DataServer::Impl {
   // bytes at `data`, which are bytes [offset, offset + length) of a value of
   // `size` bytes. A checksum `digests` knows is sent as it is; otherwise the
   // body is hashed piece by piece as the pieces go out and the result recorded
-  // in `digests` (when not null; ranges under kHashPiece are neither looked up
-  // nor recorded). False when the connection is gone.
+  // in `digests` (when not null). False when the connection is gone.
   template <class Stream>
   asio::awaitable<bool> SendBody(Stream& sock, asio::steady_timer& timer,
                                  std::span<const uint8_t> head, const uint8_t* data,
@@ -183,8 +182,6 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
                                                  uint64_t offset, uint64_t length, uint64_t size,
                                                  std::span<uint8_t> trailer,
                                                  ValueDigests* digests) {
-  // Small ranges are cheap to hash and would crowd out the large ones.
-  if (length < size && length < kHashPiece) digests = nullptr;
   const uint64_t known = digests != nullptr ? digests->Find(offset, length, size) : 0;
   if (known != 0) checksums_reused.fetch_add(1, std::memory_order_relaxed);
   if (known != 0 || length <= kHashPiece) {  // the hash known or taken first: all in one write
@@ -209,8 +206,9 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
     hasher.Update(data + off, n);
     off += n;
   }
-  PutU64(hasher.Digest(), trailer.data());
-  if (digests != nullptr) digests->Remember(offset, length, size, hasher.Digest());
+  const uint64_t sum = hasher.Digest();
+  PutU64(sum, trailer.data());
+  if (digests != nullptr) digests->Remember(offset, length, size, sum);
   co_return co_await WriteBounded(sock, timer, asio::buffer(trailer.data(), trailer.size()));
 }
 
