@@ -13,7 +13,7 @@
 namespace tierkv {
 namespace {
 
-constexpr auto kBusyBatchGap = std::chrono::microseconds(5000);
+constexpr auto kBusyBatchGap = std::chrono::microseconds(2000);
 constexpr auto kBackToBack = std::chrono::microseconds(50);
 
 // The transcript digest: every record's fields in a fixed encoding, in order.
