@@ -1,14 +1,18 @@
 // Drain jobs in cluster mode: the coordinator moves every object of a node to
 // the other managers through the grant path, under a running workload, with
 // nothing lost; query reports the one-line summary; cancel stops a job;
-// refusals are clear.
+// refusals are clear; a source removes a value only once its own view of the
+// target covers the target's fence.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
 #include "cluster_util.h"
+#include "peer.grpc.pb.h"
 
 namespace tierkv {
 namespace {
@@ -107,7 +111,7 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   ASSERT_TRUE(WaitFor(
       [&] {
         line = GetText(*coord->proc, "/api/v1/drain_jobs/query?job_id=" + id);
-        return Field(line, "state") != "running";
+        return !line.empty() && Field(line, "state") != "running";
       },
       30000))
       << line;
@@ -143,6 +147,90 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
             "done");
 }
 
+// Peer/Drop on b with `fence`, for one key at `generation`, under a caller
+// deadline of `deadline_ms`; the item's result.
+peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t generation,
+                                const std::string& fence_owner, uint64_t fence_sequence,
+                                int deadline_ms) {
+  auto stub = peer::Peer::NewStub(grpc::CreateChannel(b.addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  peer::DropRequest req;
+  req.set_tenant(std::string(kDefaultTenant));
+  peer::GrantItem* item = req.add_items();
+  item->set_tenant(std::string(kDefaultTenant));
+  item->set_key(key);
+  item->set_generation(generation);
+  req.mutable_fence()->set_owner(fence_owner);
+  req.mutable_fence()->set_sequence(fence_sequence);
+  peer::ItemResults out;
+  const grpc::Status st = stub->Drop(&ctx, req, &out);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return out.items_size() == 1 ? out.items(0) : peer::GrantedItem();
+}
+
+// The generation of b's replica of `key`, from its own drain listing.
+uint64_t ListedGeneration(const Node& b, const std::string& key) {
+  auto stub = peer::Peer::NewStub(grpc::CreateChannel(b.addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  peer::DrainListRequest req;
+  req.set_medium(255);
+  peer::DrainListResponse out;
+  EXPECT_TRUE(stub->DrainList(&ctx, req, &out).ok());
+  for (const peer::InventoryRecord& r : out.records()) {
+    if (r.key() == key) return r.generation();
+  }
+  return 0;
+}
+
+TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  ASSERT_TRUE((*cb)->Put("f1", PatternValue("f1", 5000)).ok());
+  const uint64_t gen = ListedGeneration(b, "f1");
+  ASSERT_NE(gen, 0u);
+  LookupOptions local;
+  local.local_only = true;
+  // a's fence as of now; b's complete view of a then covers it.
+  const Json fence = Json::parse(PostText(*a.proc, "/cache/sync", ""), nullptr, false);
+  ASSERT_TRUE(fence.contains("inventory_fence")) << fence.dump();
+  const uint64_t seq = fence["inventory_fence"]["sequence"];
+  ASSERT_TRUE(
+      WaitFor([&] { return GetJson(*b.proc, "/cache/metadata")["owner_views"]["complete"] == 1; }));
+
+  // A fence b's view of a has not reached: nothing is removed, and the answer
+  // comes before the caller's deadline.
+  const auto t0 = std::chrono::steady_clock::now();
+  peer::GrantedItem r = DropWithFence(b, "f1", gen, "a", seq + 1000000, 3000);
+  EXPECT_NE(r.code(), 0u);
+  EXPECT_NE(r.message().find("the copies are kept"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("timeout"), std::string::npos) << r.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
+  // A fence of a node that is not a member: refused at once, kept.
+  r = DropWithFence(b, "f1", gen, "zz", 1, 30000);
+  EXPECT_NE(r.message().find("not a live member"), std::string::npos) << r.message();
+  EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
+  // A fence that is covered: removed.
+  r = DropWithFence(b, "f1", gen, "a", seq, 30000);
+  EXPECT_EQ(r.code(), 0u) << r.message();
+  EXPECT_FALSE((*cb)->Exist("f1", kDefaultTenant, local).ok());
+  // Over REST, the same fence owners: covered, unknown.
+  EXPECT_NE(PostText(*b.proc, "/cache/metadata/await",
+                     R"({"inventory_fence":{"owner":"a","sequence":)" + std::to_string(seq) + "}}")
+                .find("covered_sequence"),
+            std::string::npos);
+  EXPECT_NE(PostText(*b.proc, "/cache/metadata/await",
+                     R"({"inventory_fence":{"owner":"zz","sequence":1}})")
+                .find("unknown owner"),
+            std::string::npos);
+}
+
 TEST(Drain, CancelStopsAJobBetweenBatches) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
@@ -165,7 +253,7 @@ TEST(Drain, CancelStopsAJobBetweenBatches) {
   ASSERT_TRUE(WaitFor(
       [&] {
         line = GetText(*a.proc, "/api/v1/drain_jobs/query?job_id=" + id);
-        return Field(line, "state") != "running";
+        return !line.empty() && Field(line, "state") != "running";
       },
       30000));
   EXPECT_EQ(Field(line, "state"), "cancelled") << line;

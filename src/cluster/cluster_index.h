@@ -27,6 +27,11 @@ class ClusterIndexAdapter final : public ClusterIndexView {
   uint64_t OwnerWatermark(const std::string& owner) const override {
     return index_->Watermark(owner);
   }
+  std::optional<uint64_t> AwaitOwner(const std::string& owner, uint64_t sequence,
+                                     int64_t timeout_ms) const override {
+    return index_->AwaitWatermark(
+        owner, sequence, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+  }
 
  private:
   const GlobalIndex* const index_;

@@ -196,6 +196,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       const grpc::Status ps = targets[turn++ % targets.size()]->Pull(&pctx, pull, &pulled);
       peer::DropRequest drop;
       drop.set_tenant(tenant);
+      if (ps.ok()) *drop.mutable_fence() = pulled.fence();
       std::vector<const peer::InventoryRecord*> dropping;
       for (size_t i = at; i < end; ++i) {
         const bool ok = ps.ok() && static_cast<size_t>(pulled.items_size()) == end - at &&

@@ -81,6 +81,8 @@ void GlobalIndex::SetExpected(
       it->second.rank = id.second;
     }
   }
+  lock.unlock();
+  NotifyAdvanced();  // a waiter for an owner that left stops waiting
 }
 
 void GlobalIndex::BeginStaging() {
@@ -113,6 +115,8 @@ void GlobalIndex::Install(const std::string& owner, const std::string& uuid,
   it->second.complete = true;
   it->second.watermark = watermark;
   ++installs_;
+  lock.unlock();
+  NotifyAdvanced();
 }
 
 bool GlobalIndex::ApplyDeltas(const std::string& owner, uint64_t from_sequence,
@@ -125,7 +129,10 @@ bool GlobalIndex::ApplyDeltas(const std::string& owner, uint64_t from_sequence,
     return false;
   }
   for (const InventoryDelta& d : changes) o.view->Apply(d);
+  const bool advanced = to_sequence > o.watermark;
   o.watermark = to_sequence;
+  lock.unlock();
+  if (advanced) NotifyAdvanced();
   return true;
 }
 
@@ -187,9 +194,35 @@ IndexStats GlobalIndex::Stats() const {
 }
 
 uint64_t GlobalIndex::Watermark(const std::string& owner) const {
+  return WatermarkOf(owner).value_or(0);
+}
+
+std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner) const {
   std::shared_lock lock(mu_);
   auto it = owners_.find(owner);
-  return it != owners_.end() && it->second.complete ? it->second.watermark : 0;
+  if (it == owners_.end()) return std::nullopt;
+  return it->second.complete ? it->second.watermark : 0;
+}
+
+std::optional<uint64_t> GlobalIndex::AwaitWatermark(
+    const std::string& owner, uint64_t sequence,
+    std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock wait(wait_mu_);
+  ++waiters_;
+  std::optional<uint64_t> have = WatermarkOf(owner);
+  while (have && *have < sequence &&
+         advanced_.wait_until(wait, deadline) != std::cv_status::timeout) {
+    have = WatermarkOf(owner);
+  }
+  if (have && *have < sequence) have = WatermarkOf(owner);
+  --waiters_;
+  return have;
+}
+
+void GlobalIndex::NotifyAdvanced() const {
+  // Taking wait_mu_ orders this after a waiter's check, so no wake-up is lost.
+  std::lock_guard wait(wait_mu_);
+  if (waiters_ > 0) advanced_.notify_all();
 }
 
 }  // namespace tierkv

@@ -12,9 +12,13 @@
 #ifndef TIERKV_CLUSTER_GLOBAL_INDEX_H_
 #define TIERKV_CLUSTER_GLOBAL_INDEX_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -145,6 +149,13 @@ class GlobalIndex {
   IndexStats Stats() const;
   // The watermark of `owner`'s complete view (0 when none).
   uint64_t Watermark(const std::string& owner) const;
+  // Waits until `owner`'s complete view reaches `sequence` (an inventory
+  // fence) or `deadline` passes, without polling: installs, deltas and
+  // membership changes wake the waiters. Returns the watermark last seen
+  // (>= sequence: covered; 0: no complete view), or nullopt at once when
+  // `owner` is not (or no longer) an expected owner.
+  std::optional<uint64_t> AwaitWatermark(const std::string& owner, uint64_t sequence,
+                                         std::chrono::steady_clock::time_point deadline) const;
 
  private:
   struct Owner {
@@ -155,6 +166,10 @@ class GlobalIndex {
     std::unique_ptr<OwnerView> view;
   };
   uint64_t ActiveBytesLocked() const;
+  // nullopt: not an expected owner; 0: no complete view.
+  std::optional<uint64_t> WatermarkOf(const std::string& owner) const;
+  // Wakes AwaitWatermark callers (after mu_ is released).
+  void NotifyAdvanced() const;
 
   const uint64_t budget_;
   mutable std::shared_mutex mu_;
@@ -162,6 +177,10 @@ class GlobalIndex {
   uint64_t staging_bytes_ = 0;
   uint64_t staging_views_ = 0;
   uint64_t installs_ = 0, resets_ = 0, refused_budget_ = 0;
+  // Fence waiters: lock order wait_mu_ then mu_.
+  mutable std::mutex wait_mu_;
+  mutable std::condition_variable advanced_;
+  mutable int waiters_ = 0;  // guarded by wait_mu_
 };
 
 }  // namespace tierkv

@@ -6,6 +6,7 @@
 #define TIERKV_CLUSTER_HA_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,11 @@ class ClusterIndexView {
   // The sequence up to which this manager's view of `owner` is complete (0:
   // no complete view).
   virtual uint64_t OwnerWatermark(const std::string& owner) const = 0;
+  // Waits up to `timeout_ms` for that sequence to reach `sequence`; returns
+  // the sequence last seen, or nullopt at once when `owner` is not a live
+  // member other than this manager.
+  virtual std::optional<uint64_t> AwaitOwner(const std::string& owner, uint64_t sequence,
+                                             int64_t timeout_ms) const = 0;
 };
 
 // Remote reads (cluster mode only): the requester's fetches, the owner's

@@ -3,10 +3,12 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
 #include "cluster/fetcher.h"
+#include "cluster/global_index.h"
 #include "cluster/grants.h"
 #include "cluster/inventory_stream.h"
 #include "cluster/peer_rpc.h"
@@ -21,6 +23,10 @@ grpc::Status Unimplemented() {
 }
 
 void AddResult(peer::ItemResults* out, const Status& st) { SetItemStatus(out->add_items(), st); }
+
+// How long Drop waits for this manager's view of the target to cover the
+// target's fence (well inside the coordinator's 30 s Drop deadline).
+constexpr int64_t kDropFenceWaitMs = 10000;
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -114,12 +120,20 @@ class PeerService final : public tierkv::peer::Peer::Service {
     if (fetcher_ == nullptr) return Unimplemented();
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     for (const Status& st : fetcher_->Fetch(req->tenant(), keys)) AddResult(out, st);
+    // Taken after the stores: a source that waits for its view of this owner
+    // to cover it sees every copy this call made.
+    out->mutable_fence()->set_owner(identity_().node_id);
+    out->mutable_fence()->set_sequence(store_->feed().last_sequence());
     return grpc::Status::OK;
   }
 
-  grpc::Status Drop(grpc::ServerContext*, const peer::DropRequest* req,
+  grpc::Status Drop(grpc::ServerContext* ctx, const peer::DropRequest* req,
                     peer::ItemResults* out) override {
     if (store_ == nullptr) return Unimplemented();
+    if (Status st = AwaitFence(*ctx, req->fence()); !st.ok()) {
+      for (int i = 0; i < req->items_size(); ++i) AddResult(out, st);
+      return grpc::Status::OK;
+    }
     constexpr uint64_t kDropPins = uint64_t{1} << 61;  // pin owner id for the check
     for (const peer::GrantItem& g : req->items()) {
       const ObjectRef ref{req->tenant(), g.key()};
@@ -139,8 +153,37 @@ class PeerService final : public tierkv::peer::Peer::Service {
   GrantTable* grants_ = nullptr;
   Store* store_ = nullptr;
   RemoteFetcher* fetcher_ = nullptr;
+  const GlobalIndex* index_ = nullptr;
 
  private:
+  // A drained value is removed only once this manager's own view of the
+  // target shows the copy, so a get here never finds it in neither place.
+  Status AwaitFence(const grpc::ServerContext& ctx, const peer::InventoryFence& fence) const {
+    if (fence.owner().empty()) return Status::Ok();  // no fence given: nothing to wait for
+    if (index_ == nullptr) {
+      return Status(Code::kUnavailable, "no global index here to await the fence of " +
+                                            fence.owner() + "; the copies are kept");
+    }
+    // Bounded, and answered before the caller's own deadline.
+    const auto now_sys = std::chrono::system_clock::now();
+    auto wait = std::chrono::milliseconds(kDropFenceWaitMs);
+    const auto caller_left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - now_sys) -
+        std::chrono::milliseconds(500);
+    wait = std::clamp(caller_left, std::chrono::milliseconds(0), wait);
+    const std::optional<uint64_t> have = index_->AwaitWatermark(
+        fence.owner(), fence.sequence(), std::chrono::steady_clock::now() + wait);
+    if (!have) {
+      return Status(Code::kUnavailable,
+                    fence.owner() + " is not a live member here; the copies are kept");
+    }
+    if (*have >= fence.sequence()) return Status::Ok();
+    return Status(Code::kUnavailable, "timeout: the view of " + fence.owner() +
+                                          " covers sequence " + std::to_string(*have) +
+                                          ", not yet " + std::to_string(fence.sequence()) +
+                                          "; the copies are kept");
+  }
+
   std::function<PeerIdentity()> identity_;
 };
 
@@ -158,9 +201,11 @@ PeerServer::~PeerServer() { Stop(0); }
 
 void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
 void PeerServer::SetGrants(GrantTable* grants) { impl_->service.grants_ = grants; }
-void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher) {
+void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher,
+                                     const GlobalIndex* index) {
   impl_->service.store_ = store;
   impl_->service.fetcher_ = fetcher;
+  impl_->service.index_ = index;
 }
 
 Status PeerServer::Start(const std::string& addr, const PeerCredentials* credentials) {

@@ -21,6 +21,7 @@ class Channel;
 namespace tierkv {
 
 class Inventory;
+class GlobalIndex;
 class GrantTable;
 class RemoteFetcher;
 class Store;
@@ -46,8 +47,10 @@ class PeerServer {
   // The source grants' owner side, Authorize and Release (before Start; may be null).
   void SetGrants(GrantTable* grants);
   // Drain jobs' participant side (before Start): DrainList and Drop on
-  // `store`, Pull through `fetcher`.
-  void SetDrainParticipant(Store* store, RemoteFetcher* fetcher);
+  // `store`, Pull through `fetcher` (answering `store`'s fence); Drop first
+  // waits (bounded) until `index`'s view of the pulling target covers that
+  // fence.
+  void SetDrainParticipant(Store* store, RemoteFetcher* fetcher, const GlobalIndex* index);
   // `credentials` null: plaintext; else mutual TLS (a client must present a
   // certificate the CA signed). Errors: UNAVAILABLE naming the address when it
   // cannot be bound.

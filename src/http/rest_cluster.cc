@@ -2,7 +2,6 @@
 // coverage (/cache/metadata, /cache/sync, /cache/metadata/await).
 #include <atomic>
 #include <chrono>
-#include <thread>
 
 #include "http/rest_reply.h"
 #include "http/rest_router.h"
@@ -130,23 +129,34 @@ void RestServer::ClusterRoutes() {
     struct Leave {
       ~Leave() { waiting.fetch_sub(1); }
     } leave;
-    const bool own = owner == self;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      const uint64_t have = own ? store->feed().last_sequence() : index->OwnerWatermark(owner);
-      if (have >= sequence) {
-        Json j;
-        j["success"] = true;
-        j["owner"] = owner;
-        j["covered_sequence"] = have;
-        return SendJson(res, j);
+    uint64_t have = 0;
+    if (owner == self) {  // this manager's own feed: woken by its changes
+      for (have = store->feed().last_sequence(); have < sequence;
+           have = store->feed().last_sequence()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        (void)store->feed().WaitAfter(have, left.count());
       }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        return SendError(res, "timeout: the view of " + owner + " covers sequence " +
-                                  std::to_string(have) + ", not yet " + std::to_string(sequence));
+    } else {  // the installed view of a peer: woken by its installs and deltas
+      const std::optional<uint64_t> seen = index->AwaitOwner(owner, sequence, timeout_ms);
+      if (!seen) {
+        return SendError(res, "unknown owner: " + owner +
+                                  " is not a live member of this cluster (a fence names the "
+                                  "owner's node id)");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      have = *seen;
     }
+    if (have >= sequence) {
+      Json j;
+      j["success"] = true;
+      j["owner"] = owner;
+      j["covered_sequence"] = have;
+      return SendJson(res, j);
+    }
+    return SendError(res, "timeout: the view of " + owner + " covers sequence " +
+                              std::to_string(have) + ", not yet " + std::to_string(sequence));
   });
 }
 

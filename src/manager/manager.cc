@@ -202,7 +202,7 @@ Status Manager::Start() {
     });
     peer_server_->SetInventory(inventory_.get());
     peer_server_->SetGrants(grants_.get());
-    peer_server_->SetDrainParticipant(store_.get(), fetcher_.get());
+    peer_server_->SetDrainParticipant(store_.get(), fetcher_.get(), index_.get());
     membership_->set_rest_url(rest_->url());
     Status st = StartDataChannel();
     if (st.ok()) st = peer_server_->Start(config_.cluster.addr, peer_credentials_.get());
