@@ -212,6 +212,21 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
   EXPECT_NE(r.message().find("timeout"), std::string::npos) << r.message();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
+  // At most 8 Drops wait for fences at once; the others are refused at once.
+  std::vector<std::thread> waiters;
+  std::atomic<int> refused{0}, timed_out{0};
+  for (int i = 0; i < 12; ++i) {
+    waiters.emplace_back([&] {
+      const peer::GrantedItem w = DropWithFence(b, "f1", gen, "a", seq + 1000000, 3000);
+      refused += w.message().find("too many drops awaiting fences") != std::string::npos;
+      timed_out += w.message().find("timeout") == 0;
+    });
+  }
+  for (std::thread& t : waiters) t.join();
+  EXPECT_GE(refused.load(), 4);
+  EXPECT_LE(timed_out.load(), 8);
+  EXPECT_EQ(refused + timed_out, 12);
+  EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
   // A fence of a node that is not a member: refused at once, kept.
   r = DropWithFence(b, "f1", gen, "zz", 1, 30000);
   EXPECT_NE(r.message().find("not a live member"), std::string::npos) << r.message();

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <set>
 
@@ -27,6 +28,9 @@ void AddResult(peer::ItemResults* out, const Status& st) { SetItemStatus(out->ad
 // How long Drop waits for this manager's view of the target to cover the
 // target's fence (well inside the coordinator's 30 s Drop deadline).
 constexpr int64_t kDropFenceWaitMs = 10000;
+// Drops waiting for a fence at once (each holds a gRPC thread; one drain job
+// sends one Drop at a time).
+constexpr int kMaxFenceWaits = 8;
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -164,6 +168,16 @@ class PeerService final : public tierkv::peer::Peer::Service {
       return Status(Code::kUnavailable, "no global index here to await the fence of " +
                                             fence.owner() + "; the copies are kept");
     }
+    if (fence_waits_.fetch_add(1) >= kMaxFenceWaits) {
+      fence_waits_.fetch_sub(1);
+      return Status(Code::kUnavailable, "too many drops awaiting fences (at most " +
+                                            std::to_string(kMaxFenceWaits) +
+                                            "); the copies are kept, retry later");
+    }
+    struct Leave {
+      std::atomic<int>& n;
+      ~Leave() { n.fetch_sub(1); }
+    } leave{fence_waits_};
     // Bounded, and answered before the caller's own deadline.
     const auto now_sys = std::chrono::system_clock::now();
     auto wait = std::chrono::milliseconds(kDropFenceWaitMs);
@@ -185,6 +199,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   }
 
   std::function<PeerIdentity()> identity_;
+  mutable std::atomic<int> fence_waits_{0};
 };
 
 }  // namespace
