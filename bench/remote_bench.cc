@@ -14,6 +14,9 @@
 //    objects, median and p99.
 // 3. A batch of 64 objects of 1 MiB with lookahead (b) and without (c,
 //    --remote-read-lookahead false).
+// 4. Where authorizations go: b sends them over the owner's data channel
+//    (the default), d over peer gRPC (--remote-authorize-via grpc); 1 MiB x1
+//    gets and the remote hit latencies of both, in the same rounds.
 #include <httplib.h>
 #include <unistd.h>
 
@@ -151,12 +154,13 @@ int Main(int argc, char** argv) {
   auto a = Start(etcd, cluster, "a", {"--dram-size", dram, "--transfer-budget", dram});
   auto b = Start(etcd, cluster, "b", {"--dram-size", dram});
   auto c = Start(etcd, cluster, "c", {"--dram-size", dram, "--remote-read-lookahead", "false"});
+  auto d = Start(etcd, cluster, "d", {"--dram-size", dram, "--remote-authorize-via", "grpc"});
   const int n1 = static_cast<int>(mib), n16 = static_cast<int>(mib / 16);
   PutObjects(*a, "m", n1, kMiB);
   PutObjects(*a, "h", n16, 16 * kMiB);
   PutObjects(*a, "s", 200, 4096);
   const int64_t total = n1 + n16 + 200;
-  if (!WaitEntries(*b, total) || !WaitEntries(*c, total)) {
+  if (!WaitEntries(*b, total) || !WaitEntries(*c, total) || !WaitEntries(*d, total)) {
     std::fprintf(stderr, "the requesters never saw a's %lld objects\n",
                  static_cast<long long>(total));
     return 1;
@@ -171,13 +175,26 @@ int Main(int argc, char** argv) {
     const int n = size == kMiB ? n1 : n16;
     const std::string prefix = size == kMiB ? "m" : "h";
     for (int threads : {1, 4}) {
-      std::vector<double> raws, fetches, gets;
+      std::vector<double> raws, fetches, gets, grpc_gets;
+      const bool compare_grpc = size == kMiB && threads == 1;
       for (int r = 0; r < kRounds; ++r) {
         raws.push_back(RawTcpGBps(size, size * static_cast<uint64_t>(n), threads, false));
         fetches.push_back(RawTcpGBps(size, size * static_cast<uint64_t>(n), threads, true));
         DropAll(*b);
         Series s = RemoteGets(*b, prefix, n, size, threads, &failures);
         gets.push_back(s.GBps());
+        if (compare_grpc) {
+          DropAll(*d);
+          grpc_gets.push_back(RemoteGets(*d, prefix, n, size, threads, &failures).GBps());
+        }
+      }
+      if (compare_grpc) {
+        ratios.push_back(
+            {"remote get 1MiB x1, authorize over the data channel / over peer gRPC "
+             "(median of 3)",
+             Median(gets) / Median(grpc_gets), 0});
+        ratios.push_back({"remote get 1MiB x1 with peer gRPC authorizations / plain tcp x1",
+                          Median(grpc_gets) / Median(raws), 0});
       }
       const double raw = Median(raws), fetch = Median(fetches), got = Median(gets);
       const std::string x = " x" + std::to_string(threads);
@@ -200,14 +217,21 @@ int Main(int argc, char** argv) {
     }
   }
   DropAll(*b);
+  DropAll(*d);
   for (uint64_t size : {uint64_t{4096}, kMiB}) {
     Series remote("remote hit latency", size, 1), local("local hit latency", size, 1);
+    Series remote_grpc("remote hit latency, gRPC authorize", size, 1),
+        local_grpc("local hit latency (d)", size, 1);
     Latencies(*b, size == 4096 ? "s" : "m", 200, size, &remote, &local);
-    remote.seconds = local.seconds = 1;  // latency series: ops/s not meaningful
+    Latencies(*d, size == 4096 ? "s" : "m", 200, size, &remote_grpc, &local_grpc);
+    remote.seconds = local.seconds = remote_grpc.seconds = 1;  // latency: ops/s not meaningful
     ratios.push_back({"remote / local hit p50 " + SizeName(size),
                       remote.PercentileUs(50) / std::max(local.PercentileUs(50), 1e-3), 0});
+    ratios.push_back({"remote hit p50 " + SizeName(size) + ", gRPC / data channel authorize",
+                      remote_grpc.PercentileUs(50) / std::max(remote.PercentileUs(50), 1e-3), 0});
     series.push_back(remote);
     series.push_back(local);
+    series.push_back(remote_grpc);
   }
   DropAll(*b);
   Series with = Batch(*b, "m", 10, "batch 64x1MiB lookahead");

@@ -334,6 +334,24 @@ void RemoteFetcher::ReleaseSlot(Peer& peer) {
   slots_cv_.notify_all();
 }
 
+Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
+                           peer::AuthorizeResponse* resp) {
+  if (!options_.authorize_over_data) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
+    const grpc::Status gs = peer.stub->Authorize(&ctx, req, resp);
+    return gs.ok() ? Status::Ok() : FromGrpc(gs);
+  }
+  Result<std::string> answer = transport_->Authorize(
+      peer.data_endpoint, req.ticket(), req.SerializeAsString(), options_.authorize_timeout_ms);
+  if (!answer.ok()) return answer.status();
+  if (!resp->ParseFromString(*answer)) {
+    // Whether the owner made a grant is not known: treated as no answer.
+    return Status(Code::kUnavailable, "owner " + peer.node + " sent an unreadable authorization");
+  }
+  return Status::Ok();
+}
+
 RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
   Authorized a;
   if (!AcquireSlot(peer)) {
@@ -358,13 +376,11 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
   std::vector<PendingRelease> carried = TakeReleases(peer);
   for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
   peer::AuthorizeResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
   TraceScope trace(Trace().authorize);
-  const grpc::Status gs = peer.stub->Authorize(&ctx, req, &resp);
-  trace.End(gs.ok());
+  const Status call = Call(peer, req, &resp);
+  trace.End(call.ok());
   authorizations_.fetch_add(1, std::memory_order_relaxed);
-  if (gs.ok() || FromGrpc(gs).code() != Code::kUnavailable) {
+  if (call.code() != Code::kUnavailable) {
     // Answered: the owner released them before anything else.
     releases_.fetch_add(carried.size(), std::memory_order_relaxed);
     for (const PendingRelease& r : carried) {
@@ -375,8 +391,8 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
     for (PendingRelease& r : carried) releases_q_.push_front(std::move(r));
     release_cv_.notify_one();
   }
-  if (!gs.ok()) {
-    a.call = FromGrpc(gs);
+  if (!call.ok()) {
+    a.call = call;
     if (a.call.code() == Code::kUnavailable) {
       // No answer: the grant may exist all the same; the ticket is released.
       authorize_failures_.fetch_add(1, std::memory_order_relaxed);

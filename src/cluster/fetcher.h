@@ -62,6 +62,10 @@
 namespace tierkv {
 
 struct PeerCredentials;
+namespace peer {
+class AuthorizeRequest;
+class AuthorizeResponse;
+}  // namespace peer
 
 struct FetcherOptions {
   std::string node_id;
@@ -74,6 +78,10 @@ struct FetcherOptions {
   size_t global_grants = 1024;
   size_t parallel_reads = 4;  // READs of one segment at once (data connections per peer)
   bool lookahead = true;
+  // Where authorizations go: the owner's data channel (AUTHORIZE, one round
+  // trip on a kept connection) or peer gRPC (Peer/Authorize). Both carry the
+  // same request and answer.
+  bool authorize_over_data = true;
   std::shared_ptr<const PeerCredentials> credentials;  // null: plaintext
 };
 
@@ -111,6 +119,9 @@ class RemoteFetcher {
   // Runs one owner's plan; fills the items' statuses.
   void RunPlan(const std::shared_ptr<Peer>& peer, std::vector<Item*>& items);
   Authorized Authorize(Peer& peer, Segment& seg);
+  // One authorization round trip, over the data channel or peer gRPC
+  // (options_.authorize_over_data). UNAVAILABLE: no usable answer.
+  Status Call(Peer& peer, const peer::AuthorizeRequest& req, peer::AuthorizeResponse* resp);
   // Ends an authorization: its grant is released in the background (off the
   // caller's path); its slot is freed once the owner answered.
   void Finish(const std::shared_ptr<Peer>& peer, const Authorized& a);

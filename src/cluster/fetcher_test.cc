@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "cluster/grant_service.h"
 #include "cluster/grants.h"
 #include "cluster/peer_server.h"
 #include "transfer/data_server.h"
@@ -50,7 +51,8 @@ InventoryDelta Stored(const std::string& key, uint64_t gen, uint64_t size) {
   return d;
 }
 
-class FetcherTest : public ::testing::Test {
+// Every case runs with authorizations over the data channel and over peer gRPC.
+class FetcherTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     owner_ = MakeStore();
@@ -69,7 +71,8 @@ class FetcherTest : public ::testing::Test {
     ASSERT_TRUE(peer_->Start("127.0.0.1:0").ok());
     transfer::DataServerOptions dso;
     dso.listen = "127.0.0.1:0";
-    data_ = std::make_unique<transfer::DataServer>(dso, grants_.get());
+    data_grants_ = std::make_unique<DataChannelGrants>(grants_.get());
+    data_ = std::make_unique<transfer::DataServer>(dso, data_grants_.get());
     ASSERT_TRUE(data_->Start().ok());
     auto t = transfer::TcpTransport::Create({});
     ASSERT_TRUE(t.ok());
@@ -78,6 +81,7 @@ class FetcherTest : public ::testing::Test {
     FetcherOptions fo;
     fo.node_id = "me";
     fo.runtime_uuid = "me-uuid";
+    fo.authorize_over_data = GetParam();
     fetcher_ = std::make_unique<RemoteFetcher>(fo, local_.get(), &index_, transport_.get());
     MemberView m;
     m.node_id = "owner";
@@ -116,6 +120,7 @@ class FetcherTest : public ::testing::Test {
 
   std::unique_ptr<Store> owner_, local_;
   std::unique_ptr<GrantTable> grants_;
+  std::unique_ptr<DataChannelGrants> data_grants_;
   std::unique_ptr<PeerServer> peer_;
   std::unique_ptr<transfer::DataServer> data_;
   std::unique_ptr<transfer::TcpTransport> transport_;
@@ -125,18 +130,19 @@ class FetcherTest : public ::testing::Test {
   uint64_t watermark_ = 0;
 };
 
-TEST_F(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
+TEST_P(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
   const uint64_t g = Put(*owner_, "k", "owner's bytes");
   View({Stored("k", g, 13)});
   ASSERT_TRUE(FetchOne("k").ok());
   EXPECT_EQ(Local("k"), "owner's bytes");
   EXPECT_EQ(fetcher_->Stats().objects, 1u);
+  EXPECT_EQ(data_->Stats().authorizations, GetParam() ? 1u : 0u);  // the path it took
   Status none = FetchOne("nowhere");
   EXPECT_EQ(none.code(), Code::kNotFound);
   EXPECT_NE(none.message().find("not held by any other manager"), std::string::npos);
 }
 
-TEST_F(FetcherTest, ALargeValueMovesAsSeveralRangesAtOnceEveryByteInPlace) {
+TEST_P(FetcherTest, ALargeValueMovesAsSeveralRangesAtOnceEveryByteInPlace) {
   // 12 MiB + 5 bytes: three ranges of at least 4 MiB (the default allows four
   // READs at once), the last one shorter and not page-sized.
   std::string value((12 << 20) + 5, '\0');
@@ -149,7 +155,7 @@ TEST_F(FetcherTest, ALargeValueMovesAsSeveralRangesAtOnceEveryByteInPlace) {
   EXPECT_TRUE(Local("big") == value);
 }
 
-TEST_F(FetcherTest, AStaleEntryIsRetriedOnceTheIndexHasTheNewValue) {
+TEST_P(FetcherTest, AStaleEntryIsRetriedOnceTheIndexHasTheNewValue) {
   const uint64_t g1 = Put(*owner_, "k", "first");
   const uint64_t g2 = Put(*owner_, "k", "second!");
   View({Stored("k", g1, 5)});
@@ -166,7 +172,7 @@ TEST_F(FetcherTest, AStaleEntryIsRetriedOnceTheIndexHasTheNewValue) {
   EXPECT_EQ(s.miss_refused, 1u);
 }
 
-TEST_F(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
+TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
   const uint64_t g1 = Put(*owner_, "k", "first");
   Put(*owner_, "k", "second!");
   View({Stored("k", g1, 5)});
@@ -176,6 +182,11 @@ TEST_F(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
   EXPECT_EQ(fetcher_->Stats().stale_retries, 0u);
   EXPECT_EQ(Local("k"), "");
 }
+
+INSTANTIATE_TEST_SUITE_P(Authorize, FetcherTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "OverTheDataChannel" : "OverPeerGrpc";
+                         });
 
 }  // namespace
 }  // namespace tierkv

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <thread>
 
+#include "cluster/grant_service.h"
+#include "peer.pb.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
 
@@ -71,7 +73,7 @@ class GrantsTest : public ::testing::Test {
     std::string ep;
     std::unique_ptr<transfer::TcpTransport> client;
   };
-  static Channel Serve(GrantTable& t) {
+  static Channel Serve(transfer::GrantSource& t) {
     Channel c;
     transfer::DataServerOptions o;
     o.listen = "127.0.0.1:0";
@@ -239,6 +241,85 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
   auto fresh = transfer::TcpTransport::Create({});
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->Read(ep, {9, 0, g, 0, 64}, dest.data()).code(), Code::kUnavailable);
+}
+
+// AUTHORIZE over the data channel: the same request and answer as
+// Peer/Authorize, refusals that leave the connection usable, and frames that
+// are not well formed.
+TEST_F(GrantsTest, TheDataChannelAuthorizesAndTheGrantIsReadOnTheSameChannel) {
+  GrantTable& t = Table();
+  const uint64_t g = Put("k", 5000, 'w');
+  DataChannelGrants grants(&t);
+  Channel ch = Serve(grants);
+  ASSERT_TRUE(ch.client);
+  transfer::TcpTransport& client = *ch.client;
+  auto request = [&](uint64_t ticket, uint64_t generation, std::vector<uint64_t> release = {}) {
+    peer::AuthorizeRequest req;
+    req.set_requester_node("req");
+    req.set_requester_uuid("req-1");
+    req.set_expect_owner_uuid("owner-uuid");
+    req.set_ticket(ticket);
+    peer::GrantItem* item = req.add_items();
+    item->set_tenant("t");
+    item->set_key("k");
+    item->set_generation(generation);
+    for (uint64_t r : release) req.add_release_tickets(r);
+    return req.SerializeAsString();
+  };
+  Result<std::string> answer = client.Authorize(ch.ep, 21, request(21, g), 5000);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  peer::AuthorizeResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(*answer));
+  EXPECT_EQ(resp.ticket(), 21u);
+  ASSERT_EQ(resp.items_size(), 1);
+  EXPECT_EQ(resp.items(0).code(), 0u);
+  EXPECT_EQ(resp.items(0).size(), 5000u);
+  std::vector<uint8_t> dest(5000);
+  ASSERT_TRUE(client.Read(ch.ep, {21, 0, g, 0, dest.size()}, dest.data()).ok());
+  EXPECT_TRUE(std::all_of(dest.begin(), dest.end(), [](uint8_t c) { return c == 'w'; }));
+  // Per item, as over gRPC: another generation is refused, the call is not.
+  answer = client.Authorize(ch.ep, 22, request(22, g + 1), 5000);
+  ASSERT_TRUE(answer.ok());
+  ASSERT_TRUE(resp.ParseFromString(*answer));
+  EXPECT_EQ(resp.items(0).code(), static_cast<uint32_t>(Code::kNotFound));
+  // Whole-call refusals; the connection stays usable after each.
+  EXPECT_EQ(client.Authorize(ch.ep, 23, "not a protobuf \xff\xff", 5000).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(client.Authorize(ch.ep, 24, request(25, g), 5000).status().code(),
+            Code::kInvalidArgument);  // the frame's ticket is not the payload's
+  EXPECT_EQ(client.Authorize(ch.ep, 21, request(21, g), 5000).status().code(),
+            Code::kInvalidArgument);  // already live
+  // Releases travel with an authorization, released first.
+  answer = client.Authorize(ch.ep, 26, request(26, g, {21, 22}), 5000);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(client.Read(ch.ep, {21, 0, g, 0, 1}, dest.data()).code(), Code::kNotFound);
+  EXPECT_TRUE(client.Read(ch.ep, {26, 0, g, 0, 1}, dest.data()).ok());
+  EXPECT_EQ(ch.server->Stats().authorizations, 3u);
+  // An AUTHORIZE frame with item, generation or offset set, or an oversized
+  // payload: PROTOCOL_ERROR and a closed connection.
+  for (int bad = 0; bad < 2; ++bad) {
+    asio::io_context io;
+    asio::ip::tcp::socket raw(io);
+    raw.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(ch.server->port())});
+    transfer::ReadRequest r;
+    r.op = transfer::kOpAuthorize;
+    r.ticket = 30;
+    r.item = bad == 0 ? 1 : 0;
+    r.length = bad == 0 ? 10 : transfer::kMaxControlBytes + 1;
+    uint8_t frame[transfer::kRequestBytes];
+    transfer::EncodeRequest(r, frame);
+    asio::write(raw, asio::buffer(frame));
+    uint8_t head[transfer::kResponseBytes];
+    asio::read(raw, asio::buffer(head));
+    transfer::ResponseHead h;
+    ASSERT_TRUE(transfer::DecodeResponse(head, &h).ok());
+    EXPECT_EQ(h.code, static_cast<uint32_t>(Code::kProtocolError)) << bad;
+  }
+  // A grant source that does not authorize over the data channel says so.
+  Channel plain = Serve(t);
+  ASSERT_TRUE(plain.client);
+  EXPECT_EQ(plain.client->Authorize(plain.ep, 40, request(40, g), 5000).status().code(),
+            Code::kNotSupported);
 }
 
 // A whole value (or a large range of it) is hashed by its first READ only;

@@ -10,10 +10,10 @@
 
 #include "cluster/fetcher.h"
 #include "cluster/global_index.h"
+#include "cluster/grant_service.h"
 #include "cluster/grants.h"
 #include "cluster/inventory_stream.h"
 #include "cluster/peer_rpc.h"
-#include "common/tracer.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
@@ -62,28 +62,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
     if (grants_ == nullptr) {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no source grants on this manager");
     }
-    static Tracepoint* const tp = Tracer::Global().Get("TP_PEER_AUTHORIZE");
-    TraceScope trace(tp);
-    for (uint64_t t : req->release_tickets()) grants_->Release(req->requester_uuid(), t);
-    std::vector<GrantRequestItem> items;
-    items.reserve(req->items_size());
-    for (const peer::GrantItem& g : req->items()) {
-      items.push_back({g.tenant(), g.key(), g.generation()});
-    }
-    Result<std::vector<GrantAnswer>> answers =
-        grants_->Authorize(req->requester_node(), req->requester_uuid(), req->expect_owner_uuid(),
-                           req->ticket(), items);
-    trace.End(answers.ok());
-    if (!answers.ok()) return ToGrpc(answers.status());
-    out->set_ticket(req->ticket());
-    out->set_expires_in_ms(static_cast<uint64_t>(grants_->grant_timeout_ms()));
-    for (const GrantAnswer& a : *answers) {
-      peer::GrantedItem* g = out->add_items();
-      SetItemStatus(g, a.status);
-      g->set_size(a.size);
-      g->set_generation(a.generation);
-    }
-    return grpc::Status::OK;
+    return ToGrpc(ServeAuthorize(*grants_, *req, out));
   }
 
   grpc::Status Release(grpc::ServerContext*, const peer::ReleaseRequest* req,

@@ -350,6 +350,10 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--remote-read-lookahead", cl.remote_lookahead,
                  "cluster mode: authorize the next segment of a remote read while the current "
                  "one is read (true/false)");
+  app.add_option("--remote-authorize-via", cl.remote_authorize_via,
+                 "cluster mode: where this manager sends its authorizations: data (the owner's "
+                 "data channel) or grpc (peer gRPC)")
+      ->check(CLI::IsMember({"data", "grpc"}));
   app.add_option("--inventory-stream-coalesce-ms", cl.coalesce_ms,
                  "cluster mode: quiet window (0-5 ms) in which an owner batches deltas");
   app.add_option("--metadata-namespace", cl.scope_namespaces,

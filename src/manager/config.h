@@ -40,6 +40,7 @@ struct ClusterConfig {
   int64_t grant_timeout_ms = 30000;                // an unreleased grant ends after this
   uint32_t data_connections = 4;                   // data channel connections per peer
   bool remote_lookahead = true;  // authorize a plan's next segment during the current READs
+  std::string remote_authorize_via = "data";  // "data" (the data channel) or "grpc" (peer gRPC)
   // Peer mTLS (all three or none): this manager's certificate and key, and the
   // CA every peer's certificate must chain to.
   std::string peer_tls_cert, peer_tls_key, peer_tls_ca;

@@ -211,14 +211,19 @@ TEST(Config, ClusterModeFlags) {
   EXPECT_EQ(ranked->cluster.grant_timeout_ms, 30000);
   EXPECT_EQ(ranked->cluster.data_connections, 4u);
   EXPECT_TRUE(ranked->cluster.remote_lookahead);
+  EXPECT_EQ(ranked->cluster.remote_authorize_via, "data");
   auto transfer = Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-budget",
                          "3MiB", "--transfer-grant-timeout-ms", "500", "--data-connections", "2",
-                         "--remote-read-lookahead", "false"});
+                         "--remote-read-lookahead", "false", "--remote-authorize-via", "grpc"});
   ASSERT_TRUE(transfer.ok()) << transfer.status().ToString();
   EXPECT_EQ(transfer->cluster.transfer_budget, 3u << 20);
   EXPECT_EQ(transfer->cluster.grant_timeout_ms, 500);
   EXPECT_EQ(transfer->cluster.data_connections, 2u);
   EXPECT_FALSE(transfer->cluster.remote_lookahead);
+  EXPECT_EQ(transfer->cluster.remote_authorize_via, "grpc");
+  EXPECT_FALSE(Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1",
+                      "--remote-authorize-via", "udp"})
+                   .ok());
 }
 
 TEST(Config, InvalidClusterFlagsNameTheOption) {

@@ -70,7 +70,8 @@ Status Manager::WireRemoteReads() {
   if (dso.listen.empty()) {  // the --addr host, a port of the system's choosing
     dso.listen = cl.addr.substr(0, cl.addr.rfind(':')) + ":0";
   }
-  data_server_ = std::make_unique<transfer::DataServer>(dso, grants_.get());
+  data_grants_ = std::make_unique<DataChannelGrants>(grants_.get());
+  data_server_ = std::make_unique<transfer::DataServer>(dso, data_grants_.get());
   transfer::TcpTransportOptions to;
   to.connections_per_peer = cl.data_connections;
   to.tls = tls;
@@ -82,6 +83,7 @@ Status Manager::WireRemoteReads() {
   fo.runtime_uuid = mem->runtime_uuid();
   fo.parallel_reads = cl.data_connections;
   fo.lookahead = cl.remote_lookahead;
+  fo.authorize_over_data = cl.remote_authorize_via == "data";
   fo.credentials = peer_credentials_;
   fetcher_ = std::make_unique<RemoteFetcher>(fo, store_.get(), index_.get(), transport_.get());
   transfer_view_ =

@@ -20,6 +20,7 @@
 #include "cluster/drain.h"
 #include "cluster/fetcher.h"
 #include "cluster/global_index.h"
+#include "cluster/grant_service.h"
 #include "cluster/grants.h"
 #include "cluster/ha_state.h"
 #include "cluster/inventory.h"
@@ -88,6 +89,7 @@ class Manager {
   // reads through, the grants before the store they pin.
   std::shared_ptr<const PeerCredentials> peer_credentials_;  // null: plaintext
   std::unique_ptr<GrantTable> grants_;
+  std::unique_ptr<DataChannelGrants> data_grants_;  // the data channel's view of grants_
   std::unique_ptr<transfer::DataServer> data_server_;
   std::unique_ptr<transfer::TcpTransport> transport_;
   std::unique_ptr<RemoteFetcher> fetcher_;

@@ -38,7 +38,7 @@ uint64_t GetU64(const uint8_t* in) {
 void EncodeRequest(const ReadRequest& req, uint8_t out[kRequestBytes]) {
   PutU32(kRequestMagic, out);
   PutU16(kVersion, out + 4);
-  PutU16(kOpRead, out + 6);
+  PutU16(req.op, out + 6);
   PutU64(req.ticket, out + 8);
   PutU32(req.item, out + 16);
   PutU32(0, out + 20);
@@ -52,13 +52,24 @@ Status DecodeRequest(const uint8_t in[kRequestBytes], ReadRequest* req) {
   if (GetU16(in + 4) != kVersion) {
     return Bad("unsupported version " + std::to_string(GetU16(in + 4)) + " (this is 1)");
   }
-  if (GetU16(in + 6) != kOpRead) return Bad("unknown op " + std::to_string(GetU16(in + 6)));
+  const uint16_t op = GetU16(in + 6);
+  if (op != kOpRead && op != kOpAuthorize) return Bad("unknown op " + std::to_string(op));
   if (GetU32(in + 20) != 0) return Bad("reserved bits set");
+  req->op = op;
   req->ticket = GetU64(in + 8);
   req->item = GetU32(in + 16);
   req->generation = GetU64(in + 24);
   req->offset = GetU64(in + 32);
   req->length = GetU64(in + 40);
+  if (op == kOpAuthorize) {
+    if (req->item != 0 || req->generation != 0 || req->offset != 0) {
+      return Bad("an AUTHORIZE has item, generation and offset 0");
+    }
+    if (req->length > kMaxControlBytes) {
+      return Bad("an AUTHORIZE of " + std::to_string(req->length) + " bytes (at most " +
+                 std::to_string(kMaxControlBytes) + ")");
+    }
+  }
   return Status::Ok();
 }
 

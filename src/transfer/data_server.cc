@@ -5,6 +5,8 @@
 #include <array>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ssl.hpp>
+#include <asio/thread_pool.hpp>
+#include <asio/use_awaitable.hpp>
 #include <atomic>
 #include <optional>
 #include <span>
@@ -56,10 +58,19 @@ struct DataServer::Impl {
   // Sends an error reply; false when the connection is gone.
   template <class Stream>
   asio::awaitable<bool> Refuse(Stream& sock, asio::steady_timer& timer, const Status& st);
+  // An AUTHORIZE: reads its `length` bytes, has the source decide on the
+  // blocking pool (never on an event loop) and sends the answer; false when
+  // the connection is gone.
+  template <class Stream>
+  asio::awaitable<bool> Authorize(Stream& sock, asio::steady_timer& timer, uint64_t ticket,
+                                  uint64_t length);
 
   const DataServerOptions options;
   GrantSource* const source;
   std::unique_ptr<asio::ssl::context> tls;  // null: plaintext
+  // Where AUTHORIZE decisions run: they may block (an SSD rewarm, the budget
+  // wait of up to 3 s), which an event loop serving READs must not.
+  std::unique_ptr<asio::thread_pool> blocking;
   // One io_context per thread, each connection on one of them for its whole
   // life (round robin at accept), so an answer's steps never hop threads.
   // The acceptor runs on the first. All go in Stop: destroying a context
@@ -73,7 +84,7 @@ struct DataServer::Impl {
   bool stopped = false;
   int port = 0;
   std::atomic<uint64_t> connections{0}, connections_total{0}, refused{0}, reads{0}, refusals{0},
-      bytes_out{0}, checksums_reused{0};
+      bytes_out{0}, checksums_reused{0}, authorizations{0};
 };
 
 asio::awaitable<void> DataServer::Impl::Accept() {
@@ -147,6 +158,10 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
       (void)co_await Refuse(sock, timer, st);
       co_return;  // the byte stream cannot be trusted any more
     }
+    if (req.op == kOpAuthorize) {
+      if (!co_await Authorize(sock, timer, req.ticket, req.length)) co_return;
+      continue;
+    }
     Result<GrantSpan> span = source->Open(req.ticket, req.item, req.generation);
     if (!span.ok()) {
       if (!co_await Refuse(sock, timer, span.status())) co_return;
@@ -174,6 +189,33 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
     }
     trace.End(true);
   }
+}
+
+template <class Stream>
+asio::awaitable<bool> DataServer::Impl::Authorize(Stream& sock, asio::steady_timer& timer,
+                                                  uint64_t ticket, uint64_t length) {
+  std::string request(length, '\0');
+  timer.expires_after(IoBudget(options.io_timeout_ms, length));
+  auto got = co_await (asio::async_read(sock, asio::buffer(request), kWholeRest, kAwaitTuple) ||
+                       timer.async_wait(kAwaitTuple));
+  if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
+  Result<std::string> answer = Status(Code::kInternal, "the authorization did not run");
+  // This coroutine waits, suspended, while the pool decides: its frame (and
+  // so `request` and `answer`) outlives the call.
+  co_await asio::co_spawn(
+      *blocking,
+      [&]() -> asio::awaitable<void> {
+        answer = source->Authorize(ticket, request);
+        co_return;
+      },
+      asio::use_awaitable);
+  if (!answer.ok()) co_return co_await Refuse(sock, timer, answer.status());
+  authorizations.fetch_add(1, std::memory_order_relaxed);
+  std::array<uint8_t, kResponseBytes> head{};
+  EncodeResponse({0, answer->size()}, head.data());
+  timer.expires_after(IoBudget(options.io_timeout_ms, answer->size()));
+  co_return co_await WriteBounded(
+      sock, timer, std::array<asio::const_buffer, 2>{asio::buffer(head), asio::buffer(*answer)});
 }
 
 template <class Stream>
@@ -242,6 +284,7 @@ Status DataServer::Start() {
     if (!ctx.ok()) return ctx.status();
     impl_->tls = std::move(*ctx);
   }
+  impl_->blocking = std::make_unique<asio::thread_pool>(2);
   asio::co_spawn(first, impl_->Accept(), asio::detached);
   for (auto& io : impl_->ios) {
     impl_->work.push_back(asio::make_work_guard(*io));
@@ -257,6 +300,9 @@ void DataServer::Stop() {
   for (auto& io : impl_->ios) io->stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // Decisions still running refer to their connections' frames: they end
+  // before the event loops (and the frames) go.
+  if (impl_->blocking) impl_->blocking->join();
   impl_->acceptor.reset();
   impl_->ios.clear();
 }
@@ -272,6 +318,7 @@ DataServerStats DataServer::Stats() const {
   s.refusals = impl_->refusals.load();
   s.bytes_out = impl_->bytes_out.load();
   s.checksums_reused = impl_->checksums_reused.load();
+  s.authorizations = impl_->authorizations.load();
   return s;
 }
 

@@ -3,7 +3,9 @@
 // Serves READ requests (data_frame.h) against a GrantSource: each request is
 // checked against its grant (ticket, item, generation, byte range), then the
 // bytes are written to the socket straight from the pinned pool memory, with
-// their xxh3-64 after them. Nothing is copied on this side.
+// their xxh3-64 after them. Nothing is copied on this side. AUTHORIZE
+// requests are decided by the GrantSource on a pool of two threads of their
+// own, since a decision may block.
 //
 // asio, one io_context per thread (`threads` of them); each connection is a
 // coroutine on one of them, given round robin at accept, that serves its
@@ -47,6 +49,7 @@ struct DataServerStats {
   uint64_t refusals = 0;           // READs answered with an error
   uint64_t bytes_out = 0;          // object bytes of those answers
   uint64_t checksums_reused = 0;   // answers that sent the value's known checksum unhashed
+  uint64_t authorizations = 0;     // AUTHORIZEs answered (refusals of the whole call not counted)
 };
 
 class DataServer {

@@ -102,6 +102,39 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
   co_return Status::Ok();
 }
 
+// One AUTHORIZE: the request head and `request`, then the answer into *out.
+template <class Stream>
+asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string_view request,
+                                      std::string* out, std::string endpoint, bool* in_step) {
+  ReadRequest req;
+  req.op = kOpAuthorize;
+  req.ticket = ticket;
+  req.length = request.size();
+  std::array<uint8_t, kRequestBytes> head_out{};
+  EncodeRequest(req, head_out.data());
+  const std::array<asio::const_buffer, 2> bufs{asio::buffer(head_out),
+                                               asio::buffer(request.data(), request.size())};
+  auto [wec, wn] = co_await asio::async_write(sock, bufs, kWholeRest, kAwaitTuple);
+  if (wec) co_return Lost(endpoint, wec.message());
+  std::array<uint8_t, kResponseBytes> in{};
+  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple);
+  if (hec) co_return Lost(endpoint, hec.message());
+  ResponseHead head;
+  if (Status st = DecodeResponse(in.data(), &head); !st.ok()) co_return st;
+  if (head.code == 0 && head.length > kMaxControlBytes) {
+    co_return Status(Code::kProtocolError, "data channel: an authorization answer of " +
+                                               std::to_string(head.length) + " bytes");
+  }
+  out->assign(head.length, '\0');
+  auto [bec, bn] = co_await asio::async_read(sock, asio::buffer(*out), kWholeRest, kAwaitTuple);
+  if (bec) co_return Lost(endpoint, bec.message());
+  *in_step = true;
+  if (head.code != 0) {
+    co_return Status(static_cast<Code>(head.code), "owner refused the authorization: " + *out);
+  }
+  co_return Status::Ok();
+}
+
 asio::awaitable<Status> ConnectOnce(tcp::socket& sock, tcp::endpoint ep, std::string endpoint) {
   auto [ec] = co_await sock.async_connect(ep, kAwaitTuple);
   if (ec) co_return Lost(endpoint, "cannot connect: " + ec.message());
@@ -136,16 +169,23 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportOptions o
 
 TcpTransport::~TcpTransport() = default;
 
-Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(const std::string& endpoint) {
+namespace {
+// The pool of an endpoint's authorization connections, apart from its READs'
+// so that an authorization ahead never waits for a READ to free one.
+std::string ControlPool(const std::string& endpoint) { return "authorize " + endpoint; }
+}  // namespace
+
+Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(const std::string& endpoint,
+                                                                  const std::string& pool_key) {
   {
     std::unique_lock lock(mu_);
     // Looked up again after each wake: Forget may have dropped the pool.
     const bool ready = cv_.wait_for(lock, std::chrono::milliseconds(options_.io_timeout_ms), [&] {
-      const Pool& p = pools_[endpoint];
+      const Pool& p = pools_[pool_key];
       return !p.idle.empty() || p.open < options_.connections_per_peer;
     });
     if (!ready) return Lost(endpoint, "no connection free in time");
-    Pool& pool = pools_[endpoint];
+    Pool& pool = pools_[pool_key];
     if (!pool.idle.empty()) {
       std::unique_ptr<Conn> c = std::move(pool.idle.back());
       pool.idle.pop_back();
@@ -167,15 +207,15 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(const std::str
                    HandshakeOnce(*conn->tls, endpoint), endpoint);
   }
   if (!st.ok()) {
-    Return(endpoint, std::move(conn), false);
+    Return(pool_key, std::move(conn), false);
     return st;
   }
   return conn;
 }
 
-void TcpTransport::Return(const std::string& endpoint, std::unique_ptr<Conn> conn, bool reusable) {
+void TcpTransport::Return(const std::string& pool_key, std::unique_ptr<Conn> conn, bool reusable) {
   std::lock_guard lock(mu_);
-  auto it = pools_.find(endpoint);
+  auto it = pools_.find(pool_key);
   if (it == pools_.end()) return;  // forgotten meanwhile: the connection just closes
   if (reusable) {
     it->second.idle.push_back(std::move(conn));
@@ -186,7 +226,7 @@ void TcpTransport::Return(const std::string& endpoint, std::unique_ptr<Conn> con
 }
 
 Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) {
-  Result<std::unique_ptr<Conn>> conn = Acquire(endpoint);
+  Result<std::unique_ptr<Conn>> conn = Acquire(endpoint, endpoint);
   if (!conn.ok()) return conn.status();
   Conn& c = **conn;
   bool in_step = false;
@@ -199,16 +239,37 @@ Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, u
   return st;
 }
 
+Result<std::string> TcpTransport::Authorize(const std::string& endpoint, uint64_t ticket,
+                                            std::string_view request, int64_t timeout_ms) {
+  const std::string pool_key = ControlPool(endpoint);
+  Result<std::unique_ptr<Conn>> conn = Acquire(endpoint, pool_key);
+  if (!conn.ok()) return conn.status();
+  Conn& c = **conn;
+  bool in_step = false;
+  std::string answer;
+  const auto budget = std::chrono::milliseconds(timeout_ms);
+  Status st = c.tls
+                  ? RunBounded(c.io, c.lowest(), budget,
+                               AuthorizeOnce(*c.tls, ticket, request, &answer, endpoint, &in_step),
+                               endpoint)
+                  : RunBounded(c.io, c.sock, budget,
+                               AuthorizeOnce(c.sock, ticket, request, &answer, endpoint, &in_step),
+                               endpoint);
+  Return(pool_key, std::move(*conn), in_step);
+  if (!st.ok()) return st;
+  return answer;
+}
+
 void TcpTransport::Forget(const std::string& endpoint) {
   std::vector<std::unique_ptr<Conn>> closing;
-  {
-    std::lock_guard lock(mu_);
-    auto it = pools_.find(endpoint);
-    if (it == pools_.end()) return;
-    closing = std::move(it->second.idle);
+  std::lock_guard lock(mu_);
+  for (const std::string& key : {endpoint, ControlPool(endpoint)}) {
+    auto it = pools_.find(key);
+    if (it == pools_.end()) continue;
+    for (auto& c : it->second.idle) closing.push_back(std::move(c));
     pools_.erase(it);
-    cv_.notify_all();
   }
+  cv_.notify_all();
 }
 
 }  // namespace tierkv::transfer

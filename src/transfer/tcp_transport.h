@@ -5,10 +5,11 @@
 // opens one, or waits for one. The reply's bytes are read straight into the
 // caller's destination (no copy on this side) and checked against the xxh3-64
 // that follows them. A connection that failed or timed out is closed, never
-// reused. Each call runs its connection's own io_context on the calling
-// thread, so a READ is bounded by io_timeout_ms plus one second per 64 MiB.
-// With TLS every connection does a handshake that presents this manager's
-// certificate and requires the owner's to chain to the CA.
+// reused. Authorizations have a pool of their own per owner, of the same
+// size, so one never waits for a READ's connection. Each call runs its connection's own io_context
+// on the calling thread, so a READ is bounded by io_timeout_ms plus one second per 64 MiB. With TLS
+// every connection does a handshake that presents this manager's certificate and requires the
+// owner's to chain to the CA.
 //
 // Thread-safety: thread-safe.
 #ifndef TIERKV_TRANSFER_TCP_TRANSPORT_H_
@@ -45,6 +46,9 @@ class TcpTransport final : public DataTransport {
   ~TcpTransport() override;
 
   Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) override;
+  // AUTHORIZE on a connection of the same pool.
+  Result<std::string> Authorize(const std::string& endpoint, uint64_t ticket,
+                                std::string_view request, int64_t timeout_ms) override;
   void Forget(const std::string& endpoint) override;
 
  private:
@@ -54,8 +58,9 @@ class TcpTransport final : public DataTransport {
     std::vector<std::unique_ptr<Conn>> idle;
     size_t open = 0;  // idle + in use
   };
-  Result<std::unique_ptr<Conn>> Acquire(const std::string& endpoint);
-  void Return(const std::string& endpoint, std::unique_ptr<Conn> conn, bool reusable);
+  // A connection to `endpoint` from the pool `pool_key` (READs: the endpoint).
+  Result<std::unique_ptr<Conn>> Acquire(const std::string& endpoint, const std::string& pool_key);
+  void Return(const std::string& pool_key, std::unique_ptr<Conn> conn, bool reusable);
 
   const TcpTransportOptions options_;
   std::unique_ptr<asio::ssl::context> tls_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tierkv/status.h"
 #include "transfer/data_frame.h"
@@ -32,6 +33,14 @@ class DataTransport {
   // (checksum mismatch), PROTOCOL_ERROR (an unusable reply). Thread-safe:
   // concurrent reads use separate connections.
   virtual Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) = 0;
+  // Sends an authorization (`request`, bytes the transport does not read:
+  // an encoded tierkv.peer.AuthorizeRequest) for `ticket` to the owner at
+  // `endpoint` and returns its encoded answer, within `timeout_ms`. Errors:
+  // the owner's refusal (its status code and text), UNAVAILABLE (no answer:
+  // the grant may exist all the same), PROTOCOL_ERROR (an unusable reply).
+  // Thread-safe.
+  virtual Result<std::string> Authorize(const std::string& endpoint, uint64_t ticket,
+                                        std::string_view request, int64_t timeout_ms) = 0;
   // Closes the idle connections to `endpoint` (its member left).
   virtual void Forget(const std::string& endpoint) = 0;
 };
@@ -55,6 +64,17 @@ class GrantSource {
   // Errors: NOT_FOUND (no such live grant or item, or the item was refused),
   // INVALID_ARGUMENT (generation differs from the grant's).
   virtual Result<GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) = 0;
+  // Decides an AUTHORIZE sent over the data channel: `request` is the
+  // requester's encoded authorization for `ticket` (the frame's), the answer
+  // the encoded reply. May
+  // block (an SSD rewarm, the budget wait); the data server calls it off its
+  // event loops. Errors: the refusal of the whole call (INVALID_ARGUMENT for
+  // bytes that do not decode, or name another ticket). Default: NOT_SUPPORTED.
+  virtual Result<std::string> Authorize(uint64_t ticket, std::string_view request) {
+    (void)ticket;
+    (void)request;
+    return Status(Code::kNotSupported, "this owner does not authorize over the data channel");
+  }
 };
 
 }  // namespace tierkv::transfer
