@@ -45,6 +45,18 @@ Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::millisec
   return *result;
 }
 
+// Writes a request (`bufs`) and reads and decodes the response head.
+template <class Stream, class Buffers>
+asio::awaitable<Status> Exchange(Stream& sock, const Buffers& bufs, const std::string& endpoint,
+                                 ResponseHead* head) {
+  auto [wec, wn] = co_await asio::async_write(sock, bufs, kWholeRest, kAwaitTuple);
+  if (wec) co_return Lost(endpoint, wec.message());
+  std::array<uint8_t, kResponseBytes> in{};
+  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple);
+  if (hec) co_return Lost(endpoint, hec.message());
+  co_return DecodeResponse(in.data(), head);
+}
+
 // *in_step: the connection may carry another request (an answer, or a
 // refusal read to its end).
 template <class Stream>
@@ -52,13 +64,10 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
                                  bool* in_step) {
   std::array<uint8_t, kRequestBytes> out{};
   EncodeRequest(req, out.data());
-  auto [wec, wn] = co_await asio::async_write(sock, asio::buffer(out), kWholeRest, kAwaitTuple);
-  if (wec) co_return Lost(endpoint, wec.message());
-  std::array<uint8_t, kResponseBytes> in{};
-  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple);
-  if (hec) co_return Lost(endpoint, hec.message());
   ResponseHead head;
-  if (Status st = DecodeResponse(in.data(), &head); !st.ok()) co_return st;
+  if (Status st = co_await Exchange(sock, asio::buffer(out), endpoint, &head); !st.ok()) {
+    co_return st;
+  }
   if (head.code != 0) {
     std::string text(head.length, '\0');
     auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(text), kWholeRest, kAwaitTuple);
@@ -114,13 +123,8 @@ asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string
   EncodeRequest(req, head_out.data());
   const std::array<asio::const_buffer, 2> bufs{asio::buffer(head_out),
                                                asio::buffer(request.data(), request.size())};
-  auto [wec, wn] = co_await asio::async_write(sock, bufs, kWholeRest, kAwaitTuple);
-  if (wec) co_return Lost(endpoint, wec.message());
-  std::array<uint8_t, kResponseBytes> in{};
-  auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple);
-  if (hec) co_return Lost(endpoint, hec.message());
   ResponseHead head;
-  if (Status st = DecodeResponse(in.data(), &head); !st.ok()) co_return st;
+  if (Status st = co_await Exchange(sock, bufs, endpoint, &head); !st.ok()) co_return st;
   if (head.code == 0 && head.length > kMaxControlBytes) {
     co_return Status(Code::kProtocolError, "data channel: an authorization answer of " +
                                                std::to_string(head.length) + " bytes");
