@@ -336,14 +336,22 @@ void RemoteFetcher::ReleaseSlot(Peer& peer) {
 
 Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
                            peer::AuthorizeResponse* resp) {
-  if (!options_.authorize_over_data) {
+  auto over_grpc = [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
     const grpc::Status gs = peer.stub->Authorize(&ctx, req, resp);
     return gs.ok() ? Status::Ok() : FromGrpc(gs);
-  }
+  };
+  if (!options_.authorize_over_data) return over_grpc();
   Result<std::string> answer = transport_->Authorize(
       peer.data_endpoint, req.ticket(), req.SerializeAsString(), options_.authorize_timeout_ms);
+  if (answer.status().code() == Code::kNotSupported) {
+    return over_grpc();  // an owner whose data channel does not authorize: nothing was granted
+  }
+  if (answer.status().code() == Code::kProtocolError) {
+    // An unusable reply: whether the owner made a grant is not known.
+    return Status(Code::kUnavailable, answer.status().message());
+  }
   if (!answer.ok()) return answer.status();
   if (!resp->ParseFromString(*answer)) {
     // Whether the owner made a grant is not known: treated as no answer.

@@ -183,6 +183,28 @@ TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
   EXPECT_EQ(Local("k"), "");
 }
 
+// An owner whose data channel does not authorize (NOT_SUPPORTED) is asked
+// over peer gRPC instead, and the value still arrives.
+TEST_P(FetcherTest, AnOwnerWhoseDataChannelDoesNotAuthorizeIsAskedOverGrpc) {
+  data_->Stop();
+  transfer::DataServerOptions dso;
+  dso.listen = "127.0.0.1:0";
+  data_ = std::make_unique<transfer::DataServer>(dso, grants_.get());  // READs only
+  ASSERT_TRUE(data_->Start().ok());
+  MemberView m;
+  m.node_id = "owner";
+  m.runtime_uuid = "owner-uuid";
+  m.endpoint = "127.0.0.1:" + std::to_string(peer_->port());
+  m.data_endpoint = "127.0.0.1:" + std::to_string(data_->port());
+  fetcher_->SetMembers({m});
+  const uint64_t g = Put(*owner_, "k", "over grpc");
+  View({Stored("k", g, 9)});
+  ASSERT_TRUE(FetchOne("k").ok());
+  EXPECT_EQ(Local("k"), "over grpc");
+  EXPECT_EQ(data_->Stats().authorizations, 0u);
+  EXPECT_EQ(grants_->Stats().authorizations, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Authorize, FetcherTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "OverTheDataChannel" : "OverPeerGrpc";

@@ -134,7 +134,7 @@ asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string
   if (bec) co_return Lost(endpoint, bec.message());
   *in_step = true;
   if (head.code != 0) {
-    co_return Status(static_cast<Code>(head.code), "owner refused the authorization: " + *out);
+    co_return Status(static_cast<Code>(head.code), *out);  // the owner's own words
   }
   co_return Status::Ok();
 }
