@@ -547,11 +547,15 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
 }
 
 Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
-                                 const GrantAnswer& ans, uint8_t* dest, size_t ranges) {
+                                 const GrantAnswer& ans, uint8_t* dest, size_t ranges,
+                                 std::vector<KnownChecksum>* verified) {
   constexpr uint64_t kMinRange = 4ull << 20;
   ranges = static_cast<size_t>(std::clamp<uint64_t>(ans.size / kMinRange, 1, ranges));
+  verified->assign(ranges, KnownChecksum{});
   if (ranges == 1) {
-    return transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, 0, ans.size}, dest);
+    (*verified)[0].length = ans.size;
+    return transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, 0, ans.size}, dest,
+                            &(*verified)[0].digest);
   }
   // Whole pages per range (the last takes the rest).
   const uint64_t step = (ans.size / ranges + 4095) & ~uint64_t{4095};
@@ -559,8 +563,10 @@ Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
   auto read = [&](size_t r) {
     const uint64_t off = r * step;
     const uint64_t len = r + 1 == ranges ? ans.size - off : step;
-    got[r] =
-        transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, off, len}, dest + off);
+    (*verified)[r].offset = off;
+    (*verified)[r].length = len;
+    got[r] = transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, off, len},
+                              dest + off, &(*verified)[r].digest);
   };
   std::vector<std::thread> others;
   for (size_t r = 1; r < ranges; ++r) others.emplace_back(read, r);
@@ -592,7 +598,8 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
   }
   peer.inflight_bytes.fetch_add(ans.size);
   TraceScope read_trace(Trace().read);
-  const Status st = ReadRanges(peer, ticket, index, ans, g->data, ranges);
+  std::vector<KnownChecksum> verified;  // kept with the value: a READ from here sends them
+  const Status st = ReadRanges(peer, ticket, index, ans, g->data, ranges, &verified);
   read_trace.End(st.ok());
   peer.inflight_bytes.fetch_sub(ans.size);
   if (!st.ok()) {
@@ -602,7 +609,7 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     return st;
   }
   TraceScope store_trace(Trace().store);
-  if (Status c = store_->Commit(caller, g->alloc_id); !c.ok()) {
+  if (Status c = store_->Commit(caller, g->alloc_id, verified); !c.ok()) {
     store_trace.End(false);
     item.status = NotFound("fetched, but not stored here: " + c.message());
     return Status::Ok();

@@ -130,13 +130,15 @@ class RemoteFetcher {
   // READs the granted items of `seg`; false when the owner is unreachable.
   bool ReadSegment(Peer& peer, Segment& seg, const Authorized& auth);
   // Allocates, READs, verifies and commits one granted item, its bytes in up
-  // to `ranges` READs at once (each of kMinRange bytes at least); the READ's
+  // to `ranges` READs at once (each of kMinRange bytes at least), keeping the
+  // verified checksums with the local value; the READ's
   // error (UNAVAILABLE: the owner is unreachable), else OK.
   Status ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
                  size_t ranges);
-  // READs [0, size) of a granted item into `dest` as `ranges` ranges at once.
+  // READs [0, size) of a granted item into `dest` as `ranges` ranges at once;
+  // *verified gets each range and the checksum it was verified against.
   Status ReadRanges(Peer& peer, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
-                    uint8_t* dest, size_t ranges);
+                    uint8_t* dest, size_t ranges, std::vector<KnownChecksum>* verified);
   bool AcquireSlot(Peer& peer);
   void ReleaseSlot(Peer& peer);
 

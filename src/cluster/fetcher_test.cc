@@ -12,6 +12,7 @@
 #include "cluster/grant_service.h"
 #include "cluster/grants.h"
 #include "cluster/peer_server.h"
+#include "media/checksum.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
 
@@ -137,6 +138,13 @@ TEST_P(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
   EXPECT_EQ(Local("k"), "owner's bytes");
   EXPECT_EQ(fetcher_->Stats().objects, 1u);
   EXPECT_EQ(data_->Stats().authorizations, GetParam() ? 1u : 0u);  // the path it took
+  // The checksum verified on the way in is kept with the local value, so a
+  // READ of it from here is answered without hashing it again.
+  Result<PinGrant> pin = local_->Pin(77, {"t", "k"}, 0, 0);
+  ASSERT_TRUE(pin.ok());
+  ASSERT_NE(pin->digests, nullptr);
+  EXPECT_EQ(pin->digests->Find(0, 13, 13), ValueChecksum("owner's bytes", 13));
+  (void)local_->Unpin(77, pin->pin_id);
   Status none = FetchOne("nowhere");
   EXPECT_EQ(none.code(), Code::kNotFound);
   EXPECT_NE(none.message().find("not held by any other manager"), std::string::npos);

@@ -331,7 +331,8 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
   return finish(InstallPendingLocked(shard, composite, caller, size, options, *space));
 }
 
-Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
+Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
+                           std::span<const KnownChecksum> known) {
   auto pit = shard.pending.find(alloc_id);
   if (pit == shard.pending.end() || pit->second->second.pending->owner != session) {
     return NotFound("unknown alloc id (never granted, already committed, or revoked)");
@@ -349,6 +350,9 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
   std::unique_ptr<Blob> blob = std::move(e.pending);
   blob->alloc_id = 0;
   blob->owner = 0;
+  for (const KnownChecksum& k : known) {
+    blob->digests.Remember(k.offset, k.length, blob->size, k.digest);
+  }
   if (!e.readable()) ++shard.readable;
   if (e.current) {
     std::unique_ptr<Blob> old = std::move(e.current);
@@ -370,11 +374,16 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session) {
 }
 
 Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
+  return Commit(caller, alloc_id, {});
+}
+
+Status Store::Commit(const Caller& caller, uint64_t alloc_id,
+                     std::span<const KnownChecksum> known) {
   Shard& shard = ShardOfId(alloc_id);
   Status st;
   {
     std::lock_guard lock(shard.mu);
-    st = CommitLocked(shard, alloc_id, caller.session);
+    st = CommitLocked(shard, alloc_id, caller.session, known);
   }
   DrainSsdTrash();  // an upsert may have replaced an SSD replica
   op_stats_.Record(Op::kUpdateState, st.code(), caller.rank);

@@ -123,6 +123,11 @@ class Store {
   // (unknown, foreign or revoked alloc id; nothing changes), LEASE_EXPIRED (the
   // grant timed out). Counted as `update_state`.
   Status Commit(const Caller& caller, uint64_t alloc_id);
+  // The same, keeping `known`: checksums the caller verified over the bytes
+  // it wrote (the remote read path, which checked them against the owner's).
+  // The caller answers for them: a wrong one is sent to later readers, who
+  // then refuse the bytes.
+  Status Commit(const Caller& caller, uint64_t alloc_id, std::span<const KnownChecksum> known);
   // Drops an uncommitted alloc of `caller`'s session. Errors: NOT_FOUND. Not counted.
   Status Abort(const Caller& caller, uint64_t alloc_id);
 
@@ -285,7 +290,8 @@ class Store {
   Result<AllocGrant> InstallPendingLocked(Shard& shard, const std::string& composite,
                                           const Caller& caller, uint64_t size,
                                           const PutOptions& options, const Extent& extent);
-  Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session);
+  Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
+                      std::span<const KnownChecksum> known = {});
   // NOT_FOUND with *cold set when only an SSD replica exists.
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
                                  bool* cold = nullptr, bool from_ssd = false);

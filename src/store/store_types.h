@@ -77,6 +77,15 @@ struct ObjectRef {
   std::string_view key;
 };
 
+// A checksum (xxh3-64) the writer verified over bytes [offset, offset +
+// length) of the value it wrote: kept with the value, so that a READ of
+// those bytes sends it without hashing them again.
+struct KnownChecksum {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t digest = 0;
+};
+
 struct PutOptions {
   std::string_view group_id;
   bool upsert = false;  // replace an existing readable value instead of DUPLICATED

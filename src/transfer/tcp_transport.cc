@@ -61,7 +61,7 @@ asio::awaitable<Status> Exchange(Stream& sock, const Buffers& bufs, const std::s
 // refusal read to its end).
 template <class Stream>
 asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, std::string endpoint,
-                                 bool* in_step) {
+                                 bool* in_step, uint64_t* checksum) {
   std::array<uint8_t, kRequestBytes> out{};
   EncodeRequest(req, out.data());
   ResponseHead head;
@@ -108,6 +108,7 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
     co_return Status(Code::kIoError, "data channel: checksum mismatch on bytes from " + endpoint);
   }
   *in_step = true;
+  if (checksum != nullptr) *checksum = sum;
   co_return Status::Ok();
 }
 
@@ -229,16 +230,18 @@ void TcpTransport::Return(const std::string& pool_key, std::unique_ptr<Conn> con
   cv_.notify_all();
 }
 
-Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) {
+Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
+                          uint64_t* checksum) {
   Result<std::unique_ptr<Conn>> conn = Acquire(endpoint, endpoint);
   if (!conn.ok()) return conn.status();
   Conn& c = **conn;
   bool in_step = false;
   const auto budget = IoBudget(options_.io_timeout_ms, req.length);
-  Status st = c.tls ? RunBounded(c.io, c.lowest(), budget,
-                                 ReadOnce(*c.tls, req, dest, endpoint, &in_step), endpoint)
-                    : RunBounded(c.io, c.sock, budget,
-                                 ReadOnce(c.sock, req, dest, endpoint, &in_step), endpoint);
+  Status st = c.tls
+                  ? RunBounded(c.io, c.lowest(), budget,
+                               ReadOnce(*c.tls, req, dest, endpoint, &in_step, checksum), endpoint)
+                  : RunBounded(c.io, c.sock, budget,
+                               ReadOnce(c.sock, req, dest, endpoint, &in_step, checksum), endpoint);
   Return(endpoint, std::move(*conn), in_step);
   return st;
 }

@@ -45,7 +45,9 @@ class TcpTransport final : public DataTransport {
   static Result<std::unique_ptr<TcpTransport>> Create(TcpTransportOptions options);
   ~TcpTransport() override;
 
-  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) override;
+  using DataTransport::Read;
+  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
+              uint64_t* checksum) override;
   // AUTHORIZE on a connection of the same pool.
   Result<std::string> Authorize(const std::string& endpoint, uint64_t ticket,
                                 std::string_view request, int64_t timeout_ms) override;

@@ -31,8 +31,13 @@ class DataTransport {
   // released ticket, INVALID_ARGUMENT for a range outside the item, ...),
   // UNAVAILABLE (cannot connect, connection lost, timed out), IO_ERROR
   // (checksum mismatch), PROTOCOL_ERROR (an unusable reply). Thread-safe:
-  // concurrent reads use separate connections.
-  virtual Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) = 0;
+  // concurrent reads use separate connections. `checksum`, when not null,
+  // receives the verified xxh3-64 of the bytes (on success only).
+  virtual Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
+                      uint64_t* checksum) = 0;
+  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) {
+    return Read(endpoint, req, dest, nullptr);
+  }
   // Sends an authorization (`request`, bytes the transport does not read:
   // an encoded tierkv.peer.AuthorizeRequest) for `ticket` to the owner at
   // `endpoint` and returns its encoded answer, within `timeout_ms`. Errors:
