@@ -25,6 +25,13 @@ struct ValueDigests::Ranges {
   struct Slot {
     uint64_t offset = 0, length = 0, digest = 0;
   };
+  // The slot holding exactly [offset, offset + length), or null (under mu).
+  const Slot* Match(uint64_t offset, uint64_t length) const {
+    for (const Slot& s : slots) {
+      if (s.digest != 0 && s.offset == offset && s.length == length) return &s;
+    }
+    return nullptr;
+  }
   std::mutex mu;
   std::array<Slot, kRanges> slots{};
   size_t next = 0;  // the slot the next new range takes
@@ -37,10 +44,8 @@ uint64_t ValueDigests::Find(uint64_t offset, uint64_t length, uint64_t size) con
   Ranges* r = ranges_.load(std::memory_order_acquire);
   if (r == nullptr || length < kMinRange) return 0;
   std::lock_guard lock(r->mu);
-  for (const Ranges::Slot& s : r->slots) {
-    if (s.digest != 0 && s.offset == offset && s.length == length) return s.digest;
-  }
-  return 0;
+  const Ranges::Slot* s = r->Match(offset, length);
+  return s != nullptr ? s->digest : 0;
 }
 
 void ValueDigests::Remember(uint64_t offset, uint64_t length, uint64_t size, uint64_t digest) {
@@ -57,9 +62,7 @@ void ValueDigests::Remember(uint64_t offset, uint64_t length, uint64_t size, uin
     }  // else another thread's table won; r now points to it
   }
   std::lock_guard lock(r->mu);
-  for (Ranges::Slot& s : r->slots) {
-    if (s.digest != 0 && s.offset == offset && s.length == length) return;
-  }
+  if (r->Match(offset, length) != nullptr) return;  // already kept
   r->slots[r->next] = {offset, length, digest};
   r->next = (r->next + 1) % kRanges;
 }
