@@ -84,17 +84,22 @@ class FetcherTest : public ::testing::TestWithParam<bool> {
     fo.runtime_uuid = "me-uuid";
     fo.authorize_over_data = GetParam();
     fetcher_ = std::make_unique<RemoteFetcher>(fo, local_.get(), &index_, transport_.get());
+    Announce();
+  }
+  void TearDown() override {
+    fetcher_.reset();
+    data_->Stop();
+    peer_->Stop(0);
+  }
+
+  // The owner as a live member, at its current peer and data ports.
+  void Announce() {
     MemberView m;
     m.node_id = "owner";
     m.runtime_uuid = "owner-uuid";
     m.endpoint = "127.0.0.1:" + std::to_string(peer_->port());
     m.data_endpoint = "127.0.0.1:" + std::to_string(data_->port());
     fetcher_->SetMembers({m});
-  }
-  void TearDown() override {
-    fetcher_.reset();
-    data_->Stop();
-    peer_->Stop(0);
   }
 
   // The requester's view of the owner: exactly `deltas`, complete.
@@ -199,12 +204,7 @@ TEST_P(FetcherTest, AnOwnerWhoseDataChannelDoesNotAuthorizeIsAskedOverGrpc) {
   dso.listen = "127.0.0.1:0";
   data_ = std::make_unique<transfer::DataServer>(dso, grants_.get());  // READs only
   ASSERT_TRUE(data_->Start().ok());
-  MemberView m;
-  m.node_id = "owner";
-  m.runtime_uuid = "owner-uuid";
-  m.endpoint = "127.0.0.1:" + std::to_string(peer_->port());
-  m.data_endpoint = "127.0.0.1:" + std::to_string(data_->port());
-  fetcher_->SetMembers({m});
+  Announce();  // the owner's new data endpoint
   const uint64_t g = Put(*owner_, "k", "over grpc");
   View({Stored("k", g, 9)});
   ASSERT_TRUE(FetchOne("k").ok());
