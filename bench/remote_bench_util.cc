@@ -26,7 +26,7 @@ int NoDelay(int fd) {
 
 }  // namespace
 
-double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched) {
+double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched, bool distinct) {
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -49,27 +49,38 @@ double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched) {
   for (int s = 0; s < streams; ++s) {
     receivers.push_back(NoDelay(accept(lfd, nullptr, nullptr)));
   }
+  // Buffers made and touched before the clock starts. Distinct: every
+  // message has bytes of its own on both sides (as many as the measured path
+  // moves, mostly out of the caches); otherwise one message-sized buffer per
+  // side, reused (cache-hot).
+  std::vector<std::vector<char>> srcs, dsts;
+  for (int s = 0; s < streams; ++s) {
+    srcs.emplace_back(distinct ? per : size, 'x');
+    dsts.emplace_back(distinct ? per : size, 0);
+  }
   const double t0 = NowSeconds();
   for (int s = 0; s < streams; ++s) {
     threads.emplace_back([&, s] {
-      std::vector<char> src(size, 'x');
+      std::vector<char>& src = srcs[s];
       for (uint64_t sent = 0; sent < per; sent += size) {
         uint64_t ask = 0;
         if (fetched && read(senders[s], &ask, sizeof(ask)) != sizeof(ask)) return;
+        const char* from = src.data() + (distinct ? sent : 0);
         for (uint64_t off = 0; off < size;) {
-          ssize_t n = write(senders[s], src.data() + off, size - off);
+          ssize_t n = write(senders[s], from + off, size - off);
           if (n <= 0) return;
           off += static_cast<uint64_t>(n);
         }
       }
     });
     threads.emplace_back([&, s] {
-      std::vector<char> dst(size, 0);
+      std::vector<char>& dst = dsts[s];
       for (uint64_t got = 0; got < per;) {
         if (fetched && got % size == 0 && write(receivers[s], &got, sizeof(got)) != sizeof(got)) {
           return;
         }
-        ssize_t n = read(receivers[s], dst.data() + (got % size), size - (got % size));
+        char* to = dst.data() + (distinct ? got - got % size : 0);
+        ssize_t n = read(receivers[s], to + (got % size), size - (got % size));
         if (n <= 0) return;
         got += static_cast<uint64_t>(n);
       }

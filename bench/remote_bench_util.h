@@ -17,8 +17,11 @@ namespace tierkv::bench {
 // connections in parallel (TCP_NODELAY, blocking sockets). Streamed
 // (`fetched` false): the sender writes message after message. Fetched: the
 // receiver asks for each message with an 8-byte request and the sender
-// answers it, one round trip per message as for a get.
-double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched);
+// answers it, one round trip per message as for a get. `distinct`: each
+// message is sent from and received into bytes of its own (`total` bytes on
+// each side, out of the caches once they pass them), instead of one
+// cache-hot buffer per side.
+double RawTcpGBps(uint64_t size, uint64_t total, int streams, bool fetched, bool distinct = false);
 
 // --json PATH and --mib N (the bytes each measurement moves, in MiB).
 struct RemoteBenchArgs {
