@@ -4,7 +4,6 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <set>
 
@@ -14,6 +13,7 @@
 #include "cluster/grants.h"
 #include "cluster/inventory_stream.h"
 #include "cluster/peer_rpc.h"
+#include "common/bounded_count.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
@@ -147,16 +147,12 @@ class PeerService final : public tierkv::peer::Peer::Service {
       return Status(Code::kUnavailable, "no global index here to await the fence of " +
                                             fence.owner() + "; the copies are kept");
     }
-    if (fence_waits_.fetch_add(1) >= kMaxFenceWaits) {
-      fence_waits_.fetch_sub(1);
+    const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
+    if (!slot) {
       return Status(Code::kUnavailable, "too many drops awaiting fences (at most " +
                                             std::to_string(kMaxFenceWaits) +
                                             "); the copies are kept, retry later");
     }
-    struct Leave {
-      std::atomic<int>& n;
-      ~Leave() { n.fetch_sub(1); }
-    } leave{fence_waits_};
     // Bounded, and answered before the caller's own deadline.
     const auto now_sys = std::chrono::system_clock::now();
     auto wait = std::chrono::milliseconds(kDropFenceWaitMs);
@@ -178,7 +174,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   }
 
   std::function<PeerIdentity()> identity_;
-  mutable std::atomic<int> fence_waits_{0};
+  mutable BoundedCount fence_waits_{kMaxFenceWaits};
 };
 
 }  // namespace

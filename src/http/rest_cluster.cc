@@ -1,8 +1,8 @@
 // REST routes of cluster mode: /cluster/members and the global index's
 // coverage (/cache/metadata, /cache/sync, /cache/metadata/await).
-#include <atomic>
 #include <chrono>
 
+#include "common/bounded_count.h"
 #include "http/rest_reply.h"
 #include "http/rest_router.h"
 
@@ -120,15 +120,12 @@ void RestServer::ClusterRoutes() {
     }
     // A waiting request holds a REST worker: at most kMaxAwaits wait at once,
     // so awaits can never take every worker from the other REST clients.
-    static std::atomic<int> waiting{0};
-    if (waiting.fetch_add(1) >= kMaxAwaits) {
-      waiting.fetch_sub(1);
+    static BoundedCount waiting(kMaxAwaits);
+    const std::optional<BoundedCount::Slot> slot = waiting.TryEnter();
+    if (!slot) {
       return SendError(res, "too many awaits in progress (at most " + std::to_string(kMaxAwaits) +
                                 "); retry later");
     }
-    struct Leave {
-      ~Leave() { waiting.fetch_sub(1); }
-    } leave;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     uint64_t have = 0;
     if (owner == self) {  // this manager's own feed: woken by its changes
