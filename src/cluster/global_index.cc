@@ -207,14 +207,14 @@ std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner) const
 std::optional<uint64_t> GlobalIndex::AwaitWatermark(
     const std::string& owner, uint64_t sequence,
     std::chrono::steady_clock::time_point deadline) const {
+  std::optional<uint64_t> have;
   std::unique_lock wait(wait_mu_);
   ++waiters_;
-  std::optional<uint64_t> have = WatermarkOf(owner);
-  while (have && *have < sequence &&
-         advanced_.wait_until(wait, deadline) != std::cv_status::timeout) {
+  // Looked at first, after each wake-up, and once more at the deadline.
+  advanced_.wait_until(wait, deadline, [&] {
     have = WatermarkOf(owner);
-  }
-  if (have && *have < sequence) have = WatermarkOf(owner);
+    return !have || *have >= sequence;
+  });
   --waiters_;
   return have;
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tierkv/status.h"
+
 namespace tierkv {
 
 struct HaState {
@@ -113,6 +115,24 @@ class ClusterIndexView {
   virtual std::optional<uint64_t> AwaitOwner(const std::string& owner, uint64_t sequence,
                                              int64_t timeout_ms) const = 0;
 };
+
+// What a wait for an inventory fence (`owner`, `sequence`) came to, given
+// the sequence the view of `owner` last covered (nullopt: not a live member
+// other than this manager): OK when covered, else UNAVAILABLE "unknown
+// owner: ..." or "timeout: ...". The one wording of /cache/metadata/await
+// and Peer/Drop.
+inline Status FenceOutcome(const std::string& owner, std::optional<uint64_t> covered,
+                           uint64_t sequence) {
+  if (!covered) {
+    return Status(Code::kUnavailable,
+                  "unknown owner: " + owner +
+                      " is not a live member of this cluster (a fence names the owner's node id)");
+  }
+  if (*covered >= sequence) return Status::Ok();
+  return Status(Code::kUnavailable, "timeout: the view of " + owner + " covers sequence " +
+                                        std::to_string(*covered) + ", not yet " +
+                                        std::to_string(sequence));
+}
 
 // Remote reads (cluster mode only): the requester's fetches, the owner's
 // grants and its data channel, for /metrics.

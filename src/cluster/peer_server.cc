@@ -162,15 +162,9 @@ class PeerService final : public tierkv::peer::Peer::Service {
     wait = std::clamp(caller_left, std::chrono::milliseconds(0), wait);
     const std::optional<uint64_t> have = index_->AwaitWatermark(
         fence.owner(), fence.sequence(), std::chrono::steady_clock::now() + wait);
-    if (!have) {
-      return Status(Code::kUnavailable,
-                    fence.owner() + " is not a live member here; the copies are kept");
-    }
-    if (*have >= fence.sequence()) return Status::Ok();
-    return Status(Code::kUnavailable, "timeout: the view of " + fence.owner() +
-                                          " covers sequence " + std::to_string(*have) +
-                                          ", not yet " + std::to_string(fence.sequence()) +
-                                          "; the copies are kept");
+    Status st = FenceOutcome(fence.owner(), have, fence.sequence());
+    if (st.ok()) return st;
+    return Status(st.code(), st.message() + "; the copies are kept");
   }
 
   std::function<PeerIdentity()> identity_;

@@ -127,33 +127,26 @@ void RestServer::ClusterRoutes() {
                                 "); retry later");
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    uint64_t have = 0;
+    std::optional<uint64_t> have;
     if (owner == self) {  // this manager's own feed: woken by its changes
-      for (have = store->feed().last_sequence(); have < sequence;
+      for (have = store->feed().last_sequence(); *have < sequence;
            have = store->feed().last_sequence()) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) break;
-        (void)store->feed().WaitAfter(have, left.count());
+        (void)store->feed().WaitAfter(*have, left.count());
       }
     } else {  // the installed view of a peer: woken by its installs and deltas
-      const std::optional<uint64_t> seen = index->AwaitOwner(owner, sequence, timeout_ms);
-      if (!seen) {
-        return SendError(res, "unknown owner: " + owner +
-                                  " is not a live member of this cluster (a fence names the "
-                                  "owner's node id)");
-      }
-      have = *seen;
+      have = index->AwaitOwner(owner, sequence, timeout_ms);
     }
-    if (have >= sequence) {
-      Json j;
-      j["success"] = true;
-      j["owner"] = owner;
-      j["covered_sequence"] = have;
-      return SendJson(res, j);
+    if (Status st = FenceOutcome(owner, have, sequence); !st.ok()) {
+      return SendError(res, st.message());
     }
-    return SendError(res, "timeout: the view of " + owner + " covers sequence " +
-                              std::to_string(have) + ", not yet " + std::to_string(sequence));
+    Json j;
+    j["success"] = true;
+    j["owner"] = owner;
+    j["covered_sequence"] = *have;
+    SendJson(res, j);
   });
 }
 
