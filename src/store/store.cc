@@ -373,10 +373,6 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
   return Status::Ok();
 }
 
-Status Store::Commit(const Caller& caller, uint64_t alloc_id) {
-  return Commit(caller, alloc_id, {});
-}
-
 Status Store::Commit(const Caller& caller, uint64_t alloc_id,
                      std::span<const KnownChecksum> known) {
   Shard& shard = ShardOfId(alloc_id);

@@ -122,12 +122,11 @@ class Store {
   // abort it: for any other caller the id does not exist. Errors: NOT_FOUND
   // (unknown, foreign or revoked alloc id; nothing changes), LEASE_EXPIRED (the
   // grant timed out). Counted as `update_state`.
-  Status Commit(const Caller& caller, uint64_t alloc_id);
-  // The same, keeping `known`: checksums the caller verified over the bytes
-  // it wrote (the remote read path, which checked them against the owner's).
-  // The caller answers for them: a wrong one is sent to later readers, who
-  // then refuse the bytes.
-  Status Commit(const Caller& caller, uint64_t alloc_id, std::span<const KnownChecksum> known);
+  // `known`: checksums the caller verified over the bytes it wrote (the
+  // remote read path, which checked them against the owner's), kept with the
+  // value. The caller answers for them: a wrong one is sent to later readers,
+  // who then refuse the bytes.
+  Status Commit(const Caller& caller, uint64_t alloc_id, std::span<const KnownChecksum> known = {});
   // Drops an uncommitted alloc of `caller`'s session. Errors: NOT_FOUND. Not counted.
   Status Abort(const Caller& caller, uint64_t alloc_id);
 
