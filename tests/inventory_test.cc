@@ -1,7 +1,7 @@
 // Peer inventory streams and the global index, with real etcd and real
 // managers: all-to-all visibility, fences, atomic install of a large snapshot,
-// journal overflow repaired for one owner only, members that leave, and a peer
-// that sends a malformed snapshot.
+// journal overflow repaired for one owner only, members that leave, a peer
+// that sends a malformed snapshot, and puts sharing delta batches.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -134,6 +134,37 @@ TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
   Json other = Post(*b.proc, "/cache/metadata/await", future.dump());
   EXPECT_NE(other["error_message"].get<std::string>().find("scope mismatch"), std::string::npos);
   EXPECT_EQ(Post(*b.proc, "/cache/metadata/await", "{}")["success"], false);
+}
+
+// The owner sends a peer at most one delta batch per 2 ms slot of its clock
+// (after the first): puts that come faster than that share batches, however
+// slowly each one is made. Puts 300 µs apart (one batch each under a rule
+// that only batches back-to-back changes) must reach the peer in no more
+// batches than the slots they span, plus the first and the heartbeats.
+TEST(Inventory, PutsThatComeFasterThanTheBatchGapShareBatches) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
+  auto c = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(c.ok());
+  const auto frames_in = [&] { return Coverage(*b.proc)["streams"]["frames_in"].get<uint64_t>(); };
+  const uint64_t before = frames_in();
+  const auto t0 = std::chrono::steady_clock::now();
+  constexpr int kPuts = 100;
+  for (int i = 0; i < kPuts; ++i) {
+    ASSERT_TRUE((*c)->Put("paced" + std::to_string(i), "v").ok());
+    std::this_thread::sleep_for(std::chrono::microseconds(300));  // the workload's pace
+  }
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == kPuts; }));
+  const uint64_t frames = frames_in() - before;
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Slots spanned, the first batch, and one heartbeat per quiet second.
+  const double bound = elapsed_ms / 2 + 2 + elapsed_ms / 1000 + 1;
+  EXPECT_LE(double(frames), bound) << frames << " batches in " << elapsed_ms << " ms";
+  EXPECT_GE(frames, 1u);
 }
 
 TEST(Inventory, ALargeSnapshotIsNeverSeenHalfInstalled) {

@@ -13,8 +13,18 @@
 namespace tierkv {
 namespace {
 
-constexpr auto kBusyBatchGap = std::chrono::microseconds(2000);
-constexpr auto kBackToBack = std::chrono::microseconds(50);
+// The shortest time between two delta batches of one stream (Serve).
+constexpr auto kBatchGap = std::chrono::microseconds(2000);
+
+// The start of the kBatchGap-long slot of the steady clock that holds `t`.
+// A stream that sent a batch in one slot sends the next at the start of the
+// following slot at the earliest, so the streams of all peers that wait wake
+// together: a busy owner's core is taken from its clients once per gap, not
+// once per stream.
+std::chrono::steady_clock::time_point SlotOf(std::chrono::steady_clock::time_point t) {
+  const auto gap = std::chrono::duration_cast<std::chrono::steady_clock::duration>(kBatchGap);
+  return std::chrono::steady_clock::time_point(t.time_since_epoch() / gap * gap);
+}
 
 // The transcript digest: every record's fields in a fixed encoding, in order.
 void Digest(XXH3_state_t* st, const peer::InventoryRecord& r) {
@@ -157,13 +167,13 @@ void Inventory::Serve(ServeContext& c) {
   const ChangeFeed& feed = store_->feed();
   uint64_t after = watermark;
   auto last_batch = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-  bool busy = false;
   while (alive && !stopping() && !c.server->IsCancelled()) {
-    // While changes keep coming (the last batch followed the one before it
-    // within kBackToBack, or carried several), batches go out at most every
-    // kBusyBatchGap, so a stream of puts does not cost one stream write per
-    // put per peer. A change after a quiet spell still goes out at once.
-    if (busy) std::this_thread::sleep_until(last_batch + kBusyBatchGap);
+    // At most one batch per slot (SlotOf) after the first: a change in the
+    // slot of the previous batch waits for the next slot, with those that
+    // follow, so a steady stream of puts costs each peer about one frame per
+    // kBatchGap, not one per put. A change in a later slot goes out at once.
+    const auto next_batch = SlotOf(last_batch) + kBatchGap;
+    if (std::chrono::steady_clock::now() < next_batch) std::this_thread::sleep_until(next_batch);
     FeedRead r = feed.ReadAfter(after, options_.page_records);
     if (options_.coalesce_ms > 0 && !r.behind && !r.changes.empty() &&
         r.changes.size() < options_.page_records) {
@@ -204,9 +214,7 @@ void Inventory::Serve(ServeContext& c) {
     }
     after = r.changes.back().sequence;
     write(f);
-    const auto now = std::chrono::steady_clock::now();
-    busy = r.changes.size() > 1 || now - last_batch < kBackToBack;
-    last_batch = now;
+    last_batch = std::chrono::steady_clock::now();
   }
   if (alive && stopping()) {
     peer::InventoryFrame reset;

@@ -7,7 +7,7 @@ namespace tierkv {
 
 uint64_t ChangeFeed::Append(ChangeKind kind, const ReplicaEvent& event) {
   if (budget_ == 0) return last_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Change& c = NextSlot();
   c.kind = kind;
   c.tenant.assign(event.tenant);
@@ -18,12 +18,12 @@ uint64_t ChangeFeed::Append(ChangeKind kind, const ReplicaEvent& event) {
   c.size = event.size;
   c.generation = event.generation;
   c.cause = event.cause;
-  return Commit(c);
+  return Commit(c, lock);
 }
 
 uint64_t ChangeFeed::AppendCleared(std::string_view tenant) {
   if (budget_ == 0) return last_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   Change& c = NextSlot();
   c.kind = ChangeKind::kCleared;
   c.tenant.assign(tenant);
@@ -34,7 +34,7 @@ uint64_t ChangeFeed::AppendCleared(std::string_view tenant) {
   c.size = 0;
   c.generation = 0;
   c.cause = RemoveCause::kRemoved;
-  return Commit(c);
+  return Commit(c, lock);
 }
 
 Change& ChangeFeed::NextSlot() {
@@ -50,7 +50,7 @@ Change& ChangeFeed::NextSlot() {
   return ring_[(head_ + count_) & (ring_.size() - 1)];
 }
 
-uint64_t ChangeFeed::Commit(Change& slot) {
+uint64_t ChangeFeed::Commit(Change& slot, std::unique_lock<std::mutex>& lock) {
   // The sequence is taken under the journal's lock, so the journal is in order.
   slot.sequence = last_.load(std::memory_order_relaxed) + 1;
   ++count_;
@@ -62,8 +62,12 @@ uint64_t ChangeFeed::Commit(Change& slot) {
     --count_;
     ++first_kept_;
   }
+  const uint64_t sequence = slot.sequence;
+  // Woken after the lock is let go, so a waiter does not wake only to block
+  // on it again.
+  lock.unlock();
   grew_.notify_all();
-  return slot.sequence;
+  return sequence;
 }
 
 bool ChangeFeed::WaitAfter(uint64_t after, int64_t timeout_ms) const {

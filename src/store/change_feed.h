@@ -79,7 +79,9 @@ class ChangeFeed {
   }
   // The slot for the next change, the ring grown if full (mu_ held).
   Change& NextSlot();
-  uint64_t Commit(Change& slot);  // sequence, account, trim (mu_ held)
+  // Sequence, account, trim (`lock` holds mu_), then lets go of `lock` and
+  // wakes the waiters.
+  uint64_t Commit(Change& slot, std::unique_lock<std::mutex>& lock);
   const Change& At(size_t i) const { return ring_[(head_ + i) & (ring_.size() - 1)]; }
 
   const size_t budget_;
