@@ -104,36 +104,43 @@ TEST(Inventory, EveryManagerSeesEveryOthersObjectsWithTheOwnersRank) {
   EXPECT_EQ(BlobRanks(*nodes[1].proc, "a-k8").size(), 1u);
 }
 
-TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
-  EtcdCluster etcd(1);
+// etcd and managers a and b, b's view of a complete, and a client of a.
+struct TwoManagers {
+  EtcdCluster etcd{1};
   const std::string cluster = UniqueCluster();
   Node a = StartNode(etcd.endpoints(), cluster, "a");
   Node b = StartNode(etcd.endpoints(), cluster, "b");
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
-  auto c = Client::Connect(a.proc->uds());
-  ASSERT_TRUE(c.ok());
+  const bool covered = WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; });
+  Result<std::unique_ptr<Client>> client = Client::Connect(a.proc->uds());
+  bool ready() const { return covered && client.ok(); }
+};
+
+TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
+  TwoManagers t;
+  ASSERT_TRUE(t.ready());
+  Client& c = **t.client;
   for (int i = 0; i < 20; ++i) {
     const std::string key = "fenced" + std::to_string(i);
-    ASSERT_TRUE((*c)->Put(key, "v").ok());
-    Json fence = Post(*a.proc, "/cache/sync", "");
+    ASSERT_TRUE(c.Put(key, "v").ok());
+    Json fence = Post(*t.a.proc, "/cache/sync", "");
     ASSERT_EQ(fence["success"], true) << fence.dump();
     Json req = {{"inventory_fence", fence["inventory_fence"]},
                 {"scope_digest", fence["scope_digest"]},
                 {"timeout_ms", 10000}};
-    Json done = Post(*b.proc, "/cache/metadata/await", req.dump());
+    Json done = Post(*t.b.proc, "/cache/metadata/await", req.dump());
     ASSERT_EQ(done["success"], true) << done.dump();
-    EXPECT_EQ(BlobRanks(*b.proc, key).size(), 1u) << key;  // no waiting after the await
+    EXPECT_EQ(BlobRanks(*t.b.proc, key).size(), 1u) << key;  // no waiting after the await
   }
   // A fence of the future times out with a clear error; a wrong scope is refused.
   Json future = {{"inventory_fence", {{"owner", "a"}, {"sequence", 1u << 30}}},
                  {"timeout_ms", 200}};
-  Json late = Post(*b.proc, "/cache/metadata/await", future.dump());
+  Json late = Post(*t.b.proc, "/cache/metadata/await", future.dump());
   EXPECT_EQ(late["success"], false);
   EXPECT_NE(late["error_message"].get<std::string>().find("timeout"), std::string::npos);
   future["scope_digest"] = "0000";
-  Json other = Post(*b.proc, "/cache/metadata/await", future.dump());
+  Json other = Post(*t.b.proc, "/cache/metadata/await", future.dump());
   EXPECT_NE(other["error_message"].get<std::string>().find("scope mismatch"), std::string::npos);
-  EXPECT_EQ(Post(*b.proc, "/cache/metadata/await", "{}")["success"], false);
+  EXPECT_EQ(Post(*t.b.proc, "/cache/metadata/await", "{}")["success"], false);
 }
 
 // The owner sends a peer at most one delta batch per 2 ms slot of its clock
@@ -142,22 +149,20 @@ TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
 // that only batches back-to-back changes) must reach the peer in no more
 // batches than the slots they span, plus the first and the heartbeats.
 TEST(Inventory, PutsThatComeFasterThanTheBatchGapShareBatches) {
-  EtcdCluster etcd(1);
-  const std::string cluster = UniqueCluster();
-  Node a = StartNode(etcd.endpoints(), cluster, "a");
-  Node b = StartNode(etcd.endpoints(), cluster, "b");
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
-  auto c = Client::Connect(a.proc->uds());
-  ASSERT_TRUE(c.ok());
-  const auto frames_in = [&] { return Coverage(*b.proc)["streams"]["frames_in"].get<uint64_t>(); };
+  TwoManagers t;
+  ASSERT_TRUE(t.ready());
+  Client& c = **t.client;
+  const auto frames_in = [&] {
+    return Coverage(*t.b.proc)["streams"]["frames_in"].get<uint64_t>();
+  };
   const uint64_t before = frames_in();
   const auto t0 = std::chrono::steady_clock::now();
   constexpr int kPuts = 100;
   for (int i = 0; i < kPuts; ++i) {
-    ASSERT_TRUE((*c)->Put("paced" + std::to_string(i), "v").ok());
+    ASSERT_TRUE(c.Put("paced" + std::to_string(i), "v").ok());
     std::this_thread::sleep_for(std::chrono::microseconds(300));  // the workload's pace
   }
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == kPuts; }));
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*t.b.proc)["index"]["entries"] == kPuts; }));
   const uint64_t frames = frames_in() - before;
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
