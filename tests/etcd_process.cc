@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include "manager_process.h"
@@ -35,18 +38,56 @@ void Reap(pid_t pid) {
 
 }  // namespace
 
-int FreeLoopbackPort() {
+namespace {
+
+// Whether a plain bind of 127.0.0.1:`port` (0: any port) succeeds; the port
+// bound, or 0.
+int BindLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    Die("cannot find a free port");
+  int bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    bound = ntohs(a.sin_port);
   }
   close(fd);
-  return ntohs(a.sin_port);
+  return bound;
+}
+
+// The lowest port of the kernel's ephemeral range (32768 when unreadable).
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  in >> low;
+  return in ? low : 32768;
+}
+
+}  // namespace
+
+// Chosen below the kernel's ephemeral range when there is room: a port from
+// that range, once closed, can be given to any process's outgoing connection
+// (a gRPC client dialing etcd or a peer, say) before the server it was meant
+// for binds it. Random, so concurrent tests rarely try the same one.
+int FreeLoopbackPort() {
+  constexpr int kFirst = 10000;
+  static std::mutex mu;
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  const int low = EphemeralLow();
+  if (low - kFirst >= 1000) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int tries = 0; tries < 100; ++tries) {
+      const int port = kFirst + static_cast<int>(rng() % static_cast<unsigned>(low - kFirst));
+      if (BindLoopback(port) == port) return port;
+    }
+  }
+  const int port = BindLoopback(0);
+  if (port == 0) Die("cannot find a free port");
+  return port;
 }
 
 EtcdCluster::EtcdCluster(int members) {

@@ -43,7 +43,8 @@ class EtcdCluster {
   std::string initial_cluster_;
 };
 
-// A port on 127.0.0.1 that was free a moment ago.
+// A port on 127.0.0.1 that was free a moment ago, below the kernel's
+// ephemeral range when there is room (etcd_process.cc).
 int FreeLoopbackPort();
 
 }  // namespace tierkv::testing

@@ -79,11 +79,29 @@ class Manager:
 
 
 def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
+    """A TCP port that was free a moment ago on 127.0.0.1.
+
+    Chosen below the kernel's ephemeral range when there is room: a port from
+    that range, once closed, can be given to any process's outgoing connection
+    before the server it was meant for binds it.
+    """
+    import random
     import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    candidates = [random.randrange(10000, low) for _ in range(100)] if low - 10000 >= 1000 else []
+    for port in candidates + [0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("cannot find a free port")
 
 
 @pytest.fixture
