@@ -14,7 +14,7 @@ namespace tierkv {
 namespace {
 
 // The shortest time between two delta batches of one stream (Serve).
-constexpr auto kBatchGap = std::chrono::microseconds(2000);
+constexpr auto kBatchGap = std::chrono::microseconds(5000);
 
 // The start of the kBatchGap-long slot of the steady clock that holds `t`.
 // A stream that sent a batch in one slot sends the next at the start of the
