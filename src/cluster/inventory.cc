@@ -172,8 +172,7 @@ void Inventory::Serve(ServeContext& c) {
     // slot of the previous batch waits for the next slot, with those that
     // follow, so a steady stream of puts costs each peer about one frame per
     // kBatchGap, not one per put. A change in a later slot goes out at once.
-    const auto next_batch = SlotOf(last_batch) + kBatchGap;
-    if (std::chrono::steady_clock::now() < next_batch) std::this_thread::sleep_until(next_batch);
+    std::this_thread::sleep_until(SlotOf(last_batch) + kBatchGap);  // at once when past
     FeedRead r = feed.ReadAfter(after, options_.page_records);
     if (options_.coalesce_ms > 0 && !r.behind && !r.changes.empty() &&
         r.changes.size() < options_.page_records) {
