@@ -29,7 +29,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench_util.h"
@@ -131,14 +130,18 @@ void Deprioritize(pid_t pid) {
 enum class PutRateArm { kShared, kSharedNoSpin, kPeersApart };
 
 // Binds the calling thread, and the processes it starts from now on, to
-// `cpu`; -1 gives it every CPU back.
+// `cpu`; -1 gives it back the CPUs it had before the first call.
 void PinThisThread(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
+  static const cpu_set_t original = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) std::perror("sched_getaffinity");
+    return set;
+  }();
+  cpu_set_t set = original;
   if (cpu >= 0) {
+    CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-  } else {
-    for (unsigned i = 0; i < std::thread::hardware_concurrency(); ++i) CPU_SET(i, &set);
   }
   if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
 }
@@ -243,7 +246,10 @@ int main(int argc, char** argv) {
       ratios.push_back({"delta p99 us, " + label, Percentile(lat, 99) * 1e6, 0});
     }
   }
-  const bool two_cores = std::thread::hardware_concurrency() >= 2;
+  cpu_set_t usable;
+  CPU_ZERO(&usable);
+  const bool two_cores = sched_getaffinity(0, sizeof usable, &usable) == 0 &&
+                         CPU_ISSET(0, &usable) && CPU_ISSET(1, &usable);
   for (const PutRateArm arm :
        {PutRateArm::kShared, PutRateArm::kSharedNoSpin, PutRateArm::kPeersApart}) {
     // With spinning (the defaults), a waiting thread yields between polls, and

@@ -36,10 +36,6 @@ void Reap(pid_t pid) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Whether a plain bind of 127.0.0.1:`port` (0: any port) succeeds; the port
 // bound, or 0.
 int BindLoopback(int port) {
