@@ -35,6 +35,9 @@ namespace {
 struct Options {
   std::string json = "bench/results/latest.json";
   bool quick = false;
+  // --batched-only: only the batched 4 KiB exist/get runs and their peers'
+  // (three rounds still), for work on the batch path.
+  bool batched_only = false;
   // --client-only ADDRESS: measure only put/get of --size bytes by --threads
   // threads (1 by default) against a running manager and print the two series
   // as JSON (for bench/python_bench.py).
@@ -77,7 +80,8 @@ struct Peers {
 std::vector<Series> RunRound(const Options& opt, const testing::ManagerProcess& manager,
                              const Peers& peers) {
   std::vector<Series> series;
-  const std::vector<uint64_t> sizes = {4 * kKiB, 64 * kKiB, kMiB, 4 * kMiB};
+  std::vector<uint64_t> sizes = {4 * kKiB, 64 * kKiB, kMiB, 4 * kMiB};
+  if (opt.batched_only) sizes.clear();
   for (uint64_t size : sizes) series.push_back(MemcpyBaseline(size, CountFor(size, opt.quick)));
   for (const bool uds : {true, false}) {
     for (uint64_t size : sizes) {
@@ -125,15 +129,18 @@ std::vector<Series> RunRound(const Options& opt, const testing::ManagerProcess& 
         }
       }
     }
-    const double legacy =
-        peers.redis->PipelinedGetOps(4 * kKiB, 16, 50, opt.quick ? 100000 : 1000000);
-    Series rb{"redis-benchmark GET -P16 -c50", 4 * kKiB, 50};
-    rb.ops = 1;
-    rb.seconds = legacy > 0 ? 1.0 / legacy : 0;
-    series.push_back(rb);
+    if (!opt.batched_only) {
+      const double legacy =
+          peers.redis->PipelinedGetOps(4 * kKiB, 16, 50, opt.quick ? 100000 : 1000000);
+      Series rb{"redis-benchmark GET -P16 -c50", 4 * kKiB, 50};
+      rb.ops = 1;
+      rb.seconds = legacy > 0 ? 1.0 / legacy : 0;
+      series.push_back(rb);
+    }
   }
   if (peers.memcached != nullptr) {
-    for (uint64_t size : {4 * kKiB, kMiB}) {
+    for (uint64_t size :
+         opt.batched_only ? std::vector<uint64_t>{} : std::vector<uint64_t>{4 * kKiB, kMiB}) {
       for (const bool warm : {false, true}) {
         const std::string suffix = warm ? " warm" : " cold";
         Series put{"memcached uds set" + suffix, size, 1};
@@ -279,6 +286,10 @@ int main(int argc, char** argv) {
       opt.json = argv[++i];
     } else if (a == "--quick") {
       opt.quick = true;
+    } else if (a == "--client-spin-us" && i + 1 < argc) {
+      tierkv::bench::SetClientSpinUs(std::stoi(argv[++i]));
+    } else if (a == "--batched-only") {
+      opt.batched_only = true;
     } else if (a == "--client-only" && i + 1 < argc) {
       opt.client_only = argv[++i];
     } else if (a == "--size" && i + 1 < argc) {
@@ -290,7 +301,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: tierkv_bench [--json PATH] [--quick]\n"
+          "usage: tierkv_bench [--json PATH] [--quick] [--batched-only] [--client-spin-us US]\n"
           "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N] [--threads T]\n");
       return 2;
     }

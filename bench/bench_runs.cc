@@ -79,12 +79,26 @@ Series MemcpyBaseline(uint64_t size, uint64_t count) {
   return s;
 }
 
+namespace {
+
+int client_spin_us = -1;
+
+ClientOptions BaseOptions() {
+  ClientOptions options;
+  if (client_spin_us >= 0) options.spin_us = client_spin_us;
+  return options;
+}
+
+}  // namespace
+
+void SetClientSpinUs(int spin_us) { client_spin_us = spin_us; }
+
 void RunTierkv(const std::string& address, const std::string& label, uint64_t size, uint64_t count,
                int threads, bool pipelined, std::vector<Series>* out) {
   const std::string put_name = "tierkv " + label + " put" + (pipelined ? " pipelined" : "");
   Series put{put_name, size, threads};
   Series get{"tierkv " + label + " get", size, threads};
-  ClientOptions options;
+  ClientOptions options = BaseOptions();
   options.pipeline_commits = pipelined;
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<std::unique_ptr<Slab>> slabs;
@@ -146,7 +160,7 @@ void RunBatched(const std::string& address, uint64_t count, size_t batch, int th
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<std::vector<std::string>> keys(threads);
   for (int t = 0; t < threads; ++t) {
-    auto c = Client::Connect(address);
+    auto c = Client::Connect(address, BaseOptions());
     if (!c.ok()) return;
     clients.push_back(std::move(c).value());
     for (uint64_t i = 0; i < count; ++i)

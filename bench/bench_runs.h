@@ -34,6 +34,10 @@ class Slab {
   std::unique_ptr<DramPool> pool_;  // with like_pool
 };
 
+// The reply spin cap of every tierkv client the runs open
+// (ClientOptions::spin_us); negative: the client's default.
+void SetClientSpinUs(int spin_us);
+
 // Single-thread memcpy between different slots of two slabs.
 Series MemcpyBaseline(uint64_t size, uint64_t count);
 

@@ -50,11 +50,14 @@ struct ClientOptions {
   // hundred ms per GiB once, saves page faults on every later put and get.
   // Short-lived tools turn it off.
   bool prefault_pool = true;
-  // Busy-poll for a reply this long before sleeping (0 = never). Waking a
-  // sleeping thread costs tens of microseconds on virtual machines. A thread
+  // Busy-poll for a reply at most this long before sleeping (0 = never).
+  // Waking a sleeping thread costs tens of microseconds on virtual machines,
+  // on both sides of the socket. Each request kind is polled for about twice
+  // its recent reply time plus 20 us (50 us before its first reply), and not
+  // at all while its replies take longer than this on average. A thread
   // whose polls lose the core to other tasks for more than 12.5 ms in 100 ms
   // stops polling for a while (1 ms, doubling up to 256 ms while that goes on).
-  int spin_us = 50;
+  int spin_us = 400;
   // Unix socket only: Put and Upsert return once the value is copied and its
   // COMMIT is sent, without waiting for the answer; the next put's ALLOC goes
   // out before that answer is read, so a put costs one round trip, not two.

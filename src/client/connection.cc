@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -14,7 +15,7 @@
 namespace tierkv {
 
 Connection::Connection(proto::Address address, ClientOptions options)
-    : address_(std::move(address)), options_(std::move(options)) {}
+    : address_(std::move(address)), options_(std::move(options)), spin_(options_.spin_us) {}
 
 Connection::~Connection() { Close(); }
 
@@ -86,7 +87,7 @@ Status Connection::Post(proto::Opcode op, std::string_view body) {
   if (broken_) return Status(Code::kUnavailable, "not connected");
   uint64_t id = 0;
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
-  posted_.push_back({id, {}});
+  posted_.push_back({id, op, {}});
   return Status::Ok();
 }
 
@@ -95,7 +96,7 @@ Status Connection::PostChecked(proto::Opcode op, std::string_view body, std::str
   if (broken_) return Status(Code::kUnavailable, "not connected");
   uint64_t id = 0;
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
-  posted_.push_back({id, std::move(what)});
+  posted_.push_back({id, op, std::move(what)});
   return Status::Ok();
 }
 
@@ -114,7 +115,9 @@ Status Connection::ReadPosted() {
     // and Close() reports the checked posts still on it as unknown.
     const Posted p = std::move(posted_.front());
     posted_.pop_front();
-    if (Status st = ReadReply(&rh, &scratch_, false, &received_fd); !st.ok()) {
+    if (Status st = ReadReply(&rh, &scratch_, false, &received_fd,
+                              spin_.WindowUs(static_cast<uint16_t>(p.op)));
+        !st.ok()) {
       NoteUnknown(p, Code::kUnavailable, st.message());
       return st;
     }
@@ -149,12 +152,12 @@ Status Connection::SendFrame(proto::Opcode op, std::string_view body, uint64_t* 
   return Status::Ok();
 }
 
-Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd) {
+Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd,
+                             int spin_us) {
   uint8_t hdr[proto::kHeaderSize];
   *fd = -1;
-  Status st =
-      with_fd ? proto::ReadWithFd(fd_, hdr, sizeof(hdr), fd)
-              : proto::ReadFull(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, options_.spin_us);
+  Status st = with_fd ? proto::ReadWithFd(fd_, hdr, sizeof(hdr), fd)
+                      : proto::ReadFull(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, spin_us);
   if (st.ok()) {
     *header = proto::DecodeHeader(hdr);
     st = proto::CheckHeader(*header, UINT32_MAX);
@@ -191,12 +194,19 @@ Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string
                             bool hello) {
   uint64_t id = 0;
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
+  const auto sent = std::chrono::steady_clock::now();
   proto::FrameHeader rh;
   int received_fd = -1;
   // Replies to posted requests come first.
   if (Status st = ReadPosted(); !st.ok()) return st;
   const bool with_fd = hello && address_.kind == proto::Address::Kind::kUnix;
-  if (Status st = ReadReply(&rh, reply, with_fd, &received_fd); !st.ok()) return st;
+  const auto kind = static_cast<uint16_t>(op);
+  if (Status st = ReadReply(&rh, reply, with_fd, &received_fd, spin_.WindowUs(kind)); !st.ok()) {
+    return st;
+  }
+  spin_.Record(kind, std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - sent)
+                         .count());
   if (rh.request_id != id || (rh.flags & proto::kFlagResponse) == 0 || rh.status > kMaxCode) {
     if (received_fd >= 0) close(received_fd);
     Close();

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/reply_spin.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "protocol/socket_io.h"
@@ -60,14 +61,17 @@ class Connection {
   Status Exchange(proto::Opcode op, std::string_view body, std::string* reply, bool hello);
   Status SendFrame(proto::Opcode op, std::string_view body, uint64_t* request_id);
   // Reads one reply frame into *header / *body (and a passed descriptor when
-  // `with_fd`). Transport errors close the connection.
-  Status ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd);
+  // `with_fd`), busy-polling for its header up to `spin_us` first. Transport
+  // errors close the connection.
+  Status ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd,
+                   int spin_us);
   // Reads the replies of posted requests, recording a checked one's failure.
   Status ReadPosted();
   bool HasCheckedUnread() const;
 
   struct Posted {
     uint64_t request_id = 0;
+    proto::Opcode op = proto::Opcode::kHello;
     std::string what;  // empty: the reply is dropped; else whose outcome it is
   };
   // A checked post whose reply will never be read: its outcome is unknown.
@@ -86,6 +90,7 @@ class Connection {
   uint64_t pool_size_ = 0;
   proto::HelloReply hello_;
   std::string frame_;
+  ReplySpin spin_;  // how long replies are polled for, per request kind
 };
 
 }  // namespace tierkv
