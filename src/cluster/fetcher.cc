@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -45,6 +46,7 @@ struct RemoteFetcher::Authorized {
   uint64_t ticket = 0;  // to release (also when the answer was lost)
   bool slot = false;    // holds a grant slot
   std::vector<GrantAnswer> answers;
+  bool first_done = false;  // the first item came with the answer and is stored
 };
 
 namespace {
@@ -61,6 +63,9 @@ const Traces& Trace() {
   static const Traces traces;
   return traces;
 }
+
+// A value is read in ranges of at least this many bytes.
+constexpr uint64_t kMinRange = 4ull << 20;
 
 uint64_t NewTicket() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -270,15 +275,15 @@ void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item
         // now that the previous READ stage has drained.
         Finish(owner, cur);
         lookahead_retries_.fetch_add(1, std::memory_order_relaxed);
-        cur = Authorize(peer, segs[k]);
+        cur = Authorize(peer, segs[k], /*read_first=*/true);
       }
     } else {
-      cur = Authorize(peer, segs[k]);
+      cur = Authorize(peer, segs[k], /*read_first=*/true);
     }
     if (options_.lookahead && k + 1 < segs.size() && cur.call.ok()) {
       Segment* following = &segs[k + 1];
       next = std::async(std::launch::async,
-                        [this, &peer, following] { return Authorize(peer, *following); });
+                        [this, &peer, following] { return Authorize(peer, *following, false); });
       speculative = true;
     }
     bool reachable = cur.call.code() != Code::kUnavailable;
@@ -335,7 +340,7 @@ void RemoteFetcher::ReleaseSlot(Peer& peer) {
 }
 
 Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
-                           peer::AuthorizeResponse* resp) {
+                           peer::AuthorizeResponse* resp, EarlyRead* early) {
   auto over_grpc = [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
@@ -343,8 +348,13 @@ Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
     return gs.ok() ? Status::Ok() : FromGrpc(gs);
   };
   if (!options_.authorize_over_data) return over_grpc();
-  Result<std::string> answer = transport_->Authorize(
-      peer.data_endpoint, req.ticket(), req.SerializeAsString(), options_.authorize_timeout_ms);
+  const std::string request = req.SerializeAsString();
+  Result<std::string> answer =
+      early == nullptr ? transport_->Authorize(peer.data_endpoint, req.ticket(), request,
+                                               options_.authorize_timeout_ms)
+                       : transport_->AuthorizeAndRead(peer.data_endpoint, req.ticket(), request,
+                                                      options_.authorize_timeout_ms, early->request,
+                                                      early->dest, &early->digest, &early->status);
   if (answer.status().code() == Code::kNotSupported) {
     return over_grpc();  // an owner whose data channel does not authorize: nothing was granted
   }
@@ -360,7 +370,7 @@ Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
   return Status::Ok();
 }
 
-RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
+RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, bool read_first) {
   Authorized a;
   if (!AcquireSlot(peer)) {
     a.call = Status(Code::kNoSpace, "too many grants await release");
@@ -383,10 +393,51 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg) {
   // Releases waiting for this owner travel with the authorization.
   std::vector<PendingRelease> carried = TakeReleases(peer);
   for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
+  // The first item's READ rides behind the authorization when it is read
+  // whole (ReadRanges would read it in one range): into an allocation made
+  // now, from the index's size and generation. (A segment is never empty.)
+  Item& first = *seg.items.front();
+  const Caller first_caller(kFetchSession, 0, first.loc.name_space);
+  EarlyRead early;
+  std::optional<AllocGrant> early_grant;
+  if (read_first && options_.authorize_over_data && first.loc.size < kMinRange * 2) {
+    Result<AllocGrant> g =
+        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, {});
+    if (g.ok()) {
+      early_grant = *g;
+      early.request = {a.ticket, 0, first.loc.generation, 0, first.loc.size};
+      early.dest = g->data;
+      peer.inflight_bytes.fetch_add(first.loc.size);
+    }
+  }
   peer::AuthorizeResponse resp;
   TraceScope trace(Trace().authorize);
-  const Status call = Call(peer, req, &resp);
+  const Status call = Call(peer, req, &resp, early_grant ? &early : nullptr);
   trace.End(call.ok());
+  if (early_grant) {
+    peer.inflight_bytes.fetch_sub(first.loc.size);
+    a.first_done = call.ok() && resp.items_size() == static_cast<int>(seg.items.size()) &&
+                   ItemStatus(resp.items(0)).ok() && resp.items(0).size() == first.loc.size &&
+                   early.status.ok();
+    if (a.first_done) {
+      const KnownChecksum verified[] = {{0, first.loc.size, early.digest}};
+      TraceScope store_trace(Trace().store);
+      const Status c = store_->Commit(first_caller, early_grant->alloc_id, verified);
+      store_trace.End(c.ok());
+      first.attempted = true;
+      first.status =
+          c.ok() ? Status::Ok() : NotFound("fetched, but not stored here: " + c.message());
+      if (c.ok()) {
+        objects_.fetch_add(1, std::memory_order_relaxed);
+        bytes_.fetch_add(first.loc.size, std::memory_order_relaxed);
+      }
+      early_reads_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      // Refused, not granted, or not read: the READ stage reads it again if
+      // it was granted.
+      (void)store_->Abort(first_caller, early_grant->alloc_id);
+    }
+  }
   authorizations_.fetch_add(1, std::memory_order_relaxed);
   if (call.code() != Code::kUnavailable) {
     // Answered: the owner released them before anything else.
@@ -505,6 +556,7 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
   for (uint32_t i = 0; i < seg.items.size(); ++i) {
     const GrantAnswer& ans = auth.answers[i];
     Item& it = *seg.items[i];
+    if (i == 0 && auth.first_done) continue;  // read behind the authorization
     if (ans.status.ok() && ans.size == it.loc.size) {
       granted.push_back(i);
       bytes += ans.size;
@@ -549,7 +601,6 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
 Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
                                  const GrantAnswer& ans, uint8_t* dest, size_t ranges,
                                  std::vector<KnownChecksum>* verified) {
-  constexpr uint64_t kMinRange = 4ull << 20;
   ranges = static_cast<size_t>(std::clamp<uint64_t>(ans.size / kMinRange, 1, ranges));
   verified->assign(ranges, KnownChecksum{});
   if (ranges == 1) {
@@ -640,6 +691,7 @@ TransferStats RemoteFetcher::Stats() const {
   s.lookahead_retries = lookahead_retries_.load();
   s.shared_flights = shared_flights_.load();
   s.stale_retries = stale_retries_.load();
+  s.early_reads = early_reads_.load();
   {
     std::lock_guard lock(slots_mu_);
     s.grants_awaiting_release = slots_used_;

@@ -12,7 +12,10 @@
 // an ordinary local object from then on, announced and advertised. Then the
 // grant is released off the caller's path: the next authorization to the same
 // owner carries the release, or a background thread sends it alone after
-// 2 ms (its grant slot stays taken until the owner answered).
+// 2 ms (its grant slot stays taken until the owner answered). Over the data
+// channel, the first item of a plan rides behind the authorization: its READ
+// goes out on the same connection before the answer, so a single-key fetch
+// costs one round trip to the owner.
 //
 // A large value is read as several ranges at once (one per data connection
 // not taken by the segment's other READs, each of 4 MiB at least), so its
@@ -118,10 +121,26 @@ class RemoteFetcher {
   void RunPlans(const std::vector<Item*>& items);
   // Runs one owner's plan; fills the items' statuses.
   void RunPlan(const std::shared_ptr<Peer>& peer, std::vector<Item*>& items);
-  Authorized Authorize(Peer& peer, Segment& seg);
+  // Authorizes `seg` under a new ticket. With `read_first`, over the data
+  // channel, and when the first item is read whole, that item's READ goes
+  // right behind the authorization on its connection (no round trip between
+  // them), into an allocation made beforehand from the index's size; when the
+  // grant and the READ both succeed the item is committed here
+  // (Authorized::first_done), otherwise the allocation is dropped and the READ
+  // stage treats the item as usual.
+  Authorized Authorize(Peer& peer, Segment& seg, bool read_first);
+  // A READ sent behind an authorization, and its outcome.
+  struct EarlyRead {
+    transfer::ReadRequest request;
+    uint8_t* dest = nullptr;
+    uint64_t digest = 0;
+    Status status;
+  };
   // One authorization round trip, over the data channel or peer gRPC
-  // (options_.authorize_over_data). UNAVAILABLE: no usable answer.
-  Status Call(Peer& peer, const peer::AuthorizeRequest& req, peer::AuthorizeResponse* resp);
+  // (options_.authorize_over_data), with `early` (not null) sent behind it on
+  // the data channel. UNAVAILABLE: no usable answer.
+  Status Call(Peer& peer, const peer::AuthorizeRequest& req, peer::AuthorizeResponse* resp,
+              EarlyRead* early = nullptr);
   // Ends an authorization: its grant is released in the background (off the
   // caller's path); its slot is freed once the owner answered.
   void Finish(const std::shared_ptr<Peer>& peer, const Authorized& a);
@@ -175,7 +194,7 @@ class RemoteFetcher {
   std::atomic<uint64_t> fetches_{0}, objects_{0}, bytes_{0}, miss_not_indexed_{0}, miss_refused_{0},
       miss_budget_{0}, miss_read_{0}, miss_local_space_{0}, miss_slots_{0}, authorizations_{0},
       authorize_failures_{0}, releases_{0}, release_failures_{0}, lookahead_discarded_{0},
-      lookahead_retries_{0}, shared_flights_{0}, stale_retries_{0};
+      lookahead_retries_{0}, shared_flights_{0}, stale_retries_{0}, early_reads_{0};
 };
 
 }  // namespace tierkv

@@ -143,6 +143,14 @@ TEST_P(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
   EXPECT_EQ(Local("k"), "owner's bytes");
   EXPECT_EQ(fetcher_->Stats().objects, 1u);
   EXPECT_EQ(data_->Stats().authorizations, GetParam() ? 1u : 0u);  // the path it took
+  EXPECT_EQ(data_->Stats().reads, 1u);
+  if (GetParam()) {
+    // The READ went right behind the AUTHORIZE, on the same connection.
+    EXPECT_EQ(fetcher_->Stats().early_reads, 1u);
+    EXPECT_EQ(data_->Stats().connections_total, 1u);
+  } else {
+    EXPECT_EQ(fetcher_->Stats().early_reads, 0u);
+  }
   // The checksum verified on the way in is kept with the local value, so a
   // READ of it from here is answered without hashing it again.
   Result<PinGrant> pin = local_->Pin(77, {"t", "k"}, 0, 0);
@@ -183,6 +191,15 @@ TEST_P(FetcherTest, AStaleEntryIsRetriedOnceTheIndexHasTheNewValue) {
   const TransferStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
+  EXPECT_EQ(local_->Stats().pending_allocs, 0u);
+  if (GetParam()) {
+    // The READ behind the refused authorization was refused (nothing read),
+    // its allocation dropped, and the connection carried the second try.
+    EXPECT_EQ(s.early_reads, 1u);
+    EXPECT_EQ(data_->Stats().refusals, 1u);
+    EXPECT_EQ(data_->Stats().reads, 1u);
+    EXPECT_EQ(data_->Stats().connections_total, 1u);
+  }
 }
 
 TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
@@ -194,6 +211,9 @@ TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsABoundedMiss) {
   EXPECT_NE(st.message().find("another value"), std::string::npos) << st.ToString();
   EXPECT_EQ(fetcher_->Stats().stale_retries, 0u);
   EXPECT_EQ(Local("k"), "");
+  // Nothing the fetch allocated here stays behind.
+  EXPECT_EQ(local_->Stats().pending_allocs, 0u);
+  EXPECT_EQ(fetcher_->Stats().early_reads, 0u);
 }
 
 // An owner whose data channel does not authorize (NOT_SUPPORTED) is asked

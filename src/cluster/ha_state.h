@@ -146,6 +146,7 @@ struct TransferStats {
   uint64_t releases = 0, release_failures = 0;
   uint64_t lookahead_discarded = 0, lookahead_retries = 0, shared_flights = 0;
   uint64_t stale_retries = 0;  // keys routed again after a stale refusal
+  uint64_t early_reads = 0;    // first items read behind their authorization
   uint64_t grants_awaiting_release = 0;
   // Owner side.
   uint64_t grants_live = 0, reserved_bytes = 0, budget_bytes = 0;

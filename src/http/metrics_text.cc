@@ -215,6 +215,8 @@ constexpr Family kTrLookahead{"tierkv_remote_lookahead_total", "counter",
                               "Speculative authorizations discarded or retried"};
 constexpr Family kTrStale{"tierkv_remote_stale_retries_total", "counter",
                           "Keys routed again after their owner refused a stale entry"};
+constexpr Family kTrEarly{"tierkv_remote_early_reads_total", "counter",
+                          "Values read behind their authorization on one data connection"};
 constexpr Family kTrShared{"tierkv_remote_shared_fetches_total", "counter",
                            "Fetches that waited for a concurrent fetch of the same key"};
 constexpr Family kTrAwaiting{"tierkv_remote_grants_awaiting_release", "gauge",
@@ -404,6 +406,7 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.Sample(kTrLookahead.name, Label("kind", "discarded"), t.lookahead_discarded);
   w.Sample(kTrLookahead.name, Label("kind", "retried"), t.lookahead_retries);
   w.One(kTrStale, t.stale_retries);
+  w.One(kTrEarly, t.early_reads);
   w.One(kTrShared, t.shared_flights);
   w.One(kTrAwaiting, t.grants_awaiting_release);
   w.One(kGrLive, t.grants_live);

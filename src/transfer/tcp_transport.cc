@@ -45,29 +45,30 @@ Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::millisec
   return *result;
 }
 
-// Writes a request (`bufs`) and reads and decodes the response head.
-template <class Stream, class Buffers>
-asio::awaitable<Status> Exchange(Stream& sock, const Buffers& bufs, const std::string& endpoint,
-                                 ResponseHead* head) {
-  auto [wec, wn] = co_await asio::async_write(sock, bufs, kWholeRest, kAwaitTuple);
-  if (wec) co_return Lost(endpoint, wec.message());
+// Reads and decodes a response head.
+template <class Stream>
+asio::awaitable<Status> ReadHead(Stream& sock, const std::string& endpoint, ResponseHead* head) {
   std::array<uint8_t, kResponseBytes> in{};
   auto [hec, hn] = co_await asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple);
   if (hec) co_return Lost(endpoint, hec.message());
   co_return DecodeResponse(in.data(), head);
 }
 
-// *in_step: the connection may carry another request (an answer, or a
-// refusal read to its end).
+// Writes a request (`bufs`).
+template <class Stream, class Buffers>
+asio::awaitable<Status> Send(Stream& sock, const Buffers& bufs, const std::string& endpoint) {
+  auto [wec, wn] = co_await asio::async_write(sock, bufs, kWholeRest, kAwaitTuple);
+  if (wec) co_return Lost(endpoint, wec.message());
+  co_return Status::Ok();
+}
+
+// The answer to a READ already sent. *in_step: the connection may carry
+// another request (an answer, or a refusal read to its end).
 template <class Stream>
-asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, std::string endpoint,
-                                 bool* in_step, uint64_t* checksum) {
-  std::array<uint8_t, kRequestBytes> out{};
-  EncodeRequest(req, out.data());
+asio::awaitable<Status> ReadAnswer(Stream& sock, const ReadRequest& req, uint8_t* dest,
+                                   const std::string& endpoint, bool* in_step, uint64_t* checksum) {
   ResponseHead head;
-  if (Status st = co_await Exchange(sock, asio::buffer(out), endpoint, &head); !st.ok()) {
-    co_return st;
-  }
+  if (Status st = co_await ReadHead(sock, endpoint, &head); !st.ok()) co_return st;
   if (head.code != 0) {
     std::string text(head.length, '\0');
     auto [tec, tn] = co_await asio::async_read(sock, asio::buffer(text), kWholeRest, kAwaitTuple);
@@ -112,20 +113,32 @@ asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, s
   co_return Status::Ok();
 }
 
-// One AUTHORIZE: the request head and `request`, then the answer into *out.
 template <class Stream>
-asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string_view request,
-                                      std::string* out, std::string endpoint, bool* in_step) {
+asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, std::string endpoint,
+                                 bool* in_step, uint64_t* checksum) {
+  std::array<uint8_t, kRequestBytes> out{};
+  EncodeRequest(req, out.data());
+  if (Status st = co_await Send(sock, asio::buffer(out), endpoint); !st.ok()) co_return st;
+  co_return co_await ReadAnswer(sock, req, dest, endpoint, in_step, checksum);
+}
+
+// The head of an AUTHORIZE carrying `request`.
+std::array<uint8_t, kRequestBytes> AuthorizeHead(uint64_t ticket, std::string_view request) {
   ReadRequest req;
   req.op = kOpAuthorize;
   req.ticket = ticket;
   req.length = request.size();
-  std::array<uint8_t, kRequestBytes> head_out{};
-  EncodeRequest(req, head_out.data());
-  const std::array<asio::const_buffer, 2> bufs{asio::buffer(head_out),
-                                               asio::buffer(request.data(), request.size())};
+  std::array<uint8_t, kRequestBytes> head{};
+  EncodeRequest(req, head.data());
+  return head;
+}
+
+// The answer to an AUTHORIZE already sent, into *out.
+template <class Stream>
+asio::awaitable<Status> ReadAuthorizeAnswer(Stream& sock, std::string* out,
+                                            const std::string& endpoint, bool* in_step) {
   ResponseHead head;
-  if (Status st = co_await Exchange(sock, bufs, endpoint, &head); !st.ok()) co_return st;
+  if (Status st = co_await ReadHead(sock, endpoint, &head); !st.ok()) co_return st;
   if (head.code == 0 && head.length > kMaxControlBytes) {
     co_return Status(Code::kProtocolError, "data channel: an authorization answer of " +
                                                std::to_string(head.length) + " bytes");
@@ -138,6 +151,45 @@ asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string
     co_return Status(static_cast<Code>(head.code), *out);  // the owner's own words
   }
   co_return Status::Ok();
+}
+
+// One AUTHORIZE: the request head and `request`, then the answer into *out.
+template <class Stream>
+asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string_view request,
+                                      std::string* out, std::string endpoint, bool* in_step) {
+  const std::array<uint8_t, kRequestBytes> head = AuthorizeHead(ticket, request);
+  const std::array<asio::const_buffer, 2> bufs{asio::buffer(head),
+                                               asio::buffer(request.data(), request.size())};
+  if (Status st = co_await Send(sock, bufs, endpoint); !st.ok()) co_return st;
+  co_return co_await ReadAuthorizeAnswer(sock, out, endpoint, in_step);
+}
+
+// An AUTHORIZE and a READ behind it in one write, then both answers in order.
+// Returns the authorization's outcome; *read_status the READ's. *in_step only
+// when both answers were read to their ends.
+template <class Stream>
+asio::awaitable<Status> AuthorizeAndReadOnce(Stream& sock, uint64_t ticket,
+                                             std::string_view request, std::string* out,
+                                             ReadRequest first, uint8_t* dest, uint64_t* checksum,
+                                             Status* read_status, std::string endpoint,
+                                             bool* in_step) {
+  const std::array<uint8_t, kRequestBytes> head = AuthorizeHead(ticket, request);
+  std::array<uint8_t, kRequestBytes> read_head{};
+  EncodeRequest(first, read_head.data());
+  const std::array<asio::const_buffer, 3> bufs{
+      asio::buffer(head), asio::buffer(request.data(), request.size()), asio::buffer(read_head)};
+  if (Status st = co_await Send(sock, bufs, endpoint); !st.ok()) {
+    *read_status = st;
+    co_return st;
+  }
+  bool auth_step = false;
+  Status auth = co_await ReadAuthorizeAnswer(sock, out, endpoint, &auth_step);
+  if (!auth_step) {  // the stream is broken: the READ's answer cannot be found
+    *read_status = auth;
+    co_return auth;
+  }
+  *read_status = co_await ReadAnswer(sock, first, dest, endpoint, in_step, checksum);
+  co_return auth;
 }
 
 asio::awaitable<Status> ConnectOnce(tcp::socket& sock, tcp::endpoint ep, std::string endpoint) {
@@ -262,6 +314,35 @@ Result<std::string> TcpTransport::Authorize(const std::string& endpoint, uint64_
                   : RunBounded(c.io, c.sock, budget,
                                AuthorizeOnce(c.sock, ticket, request, &answer, endpoint, &in_step),
                                endpoint);
+  Return(pool_key, std::move(*conn), in_step);
+  if (!st.ok()) return st;
+  return answer;
+}
+
+Result<std::string> TcpTransport::AuthorizeAndRead(const std::string& endpoint, uint64_t ticket,
+                                                   std::string_view request, int64_t timeout_ms,
+                                                   const ReadRequest& first, uint8_t* dest,
+                                                   uint64_t* checksum, Status* read_status) {
+  const std::string pool_key = ControlPool(endpoint);
+  Result<std::unique_ptr<Conn>> conn = Acquire(endpoint, pool_key);
+  if (!conn.ok()) {
+    *read_status = conn.status();
+    return conn.status();
+  }
+  Conn& c = **conn;
+  bool in_step = false;
+  std::string answer;
+  *read_status = Status(Code::kUnavailable, "data channel to " + endpoint + ": timed out");
+  const auto budget =
+      std::chrono::milliseconds(timeout_ms) + IoBudget(options_.io_timeout_ms, first.length);
+  Status st = c.tls ? RunBounded(c.io, c.lowest(), budget,
+                                 AuthorizeAndReadOnce(*c.tls, ticket, request, &answer, first, dest,
+                                                      checksum, read_status, endpoint, &in_step),
+                                 endpoint)
+                    : RunBounded(c.io, c.sock, budget,
+                                 AuthorizeAndReadOnce(c.sock, ticket, request, &answer, first, dest,
+                                                      checksum, read_status, endpoint, &in_step),
+                                 endpoint);
   Return(pool_key, std::move(*conn), in_step);
   if (!st.ok()) return st;
   return answer;

@@ -51,6 +51,12 @@ class TcpTransport final : public DataTransport {
   // AUTHORIZE on a connection of the same pool.
   Result<std::string> Authorize(const std::string& endpoint, uint64_t ticket,
                                 std::string_view request, int64_t timeout_ms) override;
+  // Both requests go out in one write on one of the endpoint's authorization
+  // connections; the READ's bytes come back on it.
+  Result<std::string> AuthorizeAndRead(const std::string& endpoint, uint64_t ticket,
+                                       std::string_view request, int64_t timeout_ms,
+                                       const ReadRequest& first, uint8_t* dest, uint64_t* checksum,
+                                       Status* read_status) override;
   void Forget(const std::string& endpoint) override;
 
  private:

@@ -46,6 +46,23 @@ class DataTransport {
   // Thread-safe.
   virtual Result<std::string> Authorize(const std::string& endpoint, uint64_t ticket,
                                         std::string_view request, int64_t timeout_ms) = 0;
+  // An authorization with a READ of one of its items behind it, without
+  // waiting for the answer in between: `request` as for Authorize, then
+  // `first` (of the same ticket) into `dest` as for Read. The owner answers
+  // them in order; a READ of an item it did not grant is refused NOT_FOUND and
+  // leaves `dest` untouched. Returns the authorization's answer as Authorize
+  // does; *read_status gets the READ's outcome as Read would (meaningless
+  // unless the authorization succeeded; untouched `dest` unless it is OK).
+  // The default sends them one after the other. Thread-safe.
+  virtual Result<std::string> AuthorizeAndRead(const std::string& endpoint, uint64_t ticket,
+                                               std::string_view request, int64_t timeout_ms,
+                                               const ReadRequest& first, uint8_t* dest,
+                                               uint64_t* checksum, Status* read_status) {
+    Result<std::string> answer = Authorize(endpoint, ticket, request, timeout_ms);
+    *read_status = answer.ok() ? Read(endpoint, first, dest, checksum)
+                               : Status(Code::kUnavailable, "no READ: the authorization failed");
+    return answer;
+  }
   // Closes the idle connections to `endpoint` (its member left).
   virtual void Forget(const std::string& endpoint) = 0;
 };
