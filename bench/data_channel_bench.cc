@@ -9,6 +9,11 @@
 // (an 8-byte request per object, one round trip per object as for a READ)
 // and streamed. No manager, no grant RPC, no store: what the transport itself
 // costs. Three interleaved rounds; each figure is the median round.
+//
+// Also, one thread, 4 KiB and 1 MiB items: an AUTHORIZE (decided at once by
+// the server's authorization threads) then a READ after its answer, against
+// the READ written right behind the AUTHORIZE (AuthorizeAndRead), p50 and p99
+// latency of the pair, interleaved in the same rounds.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -42,6 +47,8 @@ class SlicedGrant final : public transfer::GrantSource {
     return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket};
   }
   uint64_t items(uint64_t size) const { return bytes_.size() / size; }
+  // Every authorization is granted at once (what the READs check is Open's).
+  Result<std::string> Authorize(uint64_t, std::string_view) override { return std::string(); }
 
  private:
   std::vector<uint8_t> bytes_;
@@ -68,6 +75,30 @@ double ChannelGBps(transfer::TcpTransport& t, const SlicedGrant& pool, const std
   for (std::thread& th : ts) th.join();
   const double secs = NowSeconds() - t0;
   return failed ? 0 : double(per * size * static_cast<uint64_t>(threads)) / secs / 1e9;
+}
+
+// `ops` authorizations of item-sized tickets, each with a READ of one item:
+// after the answer (`early` false) or right behind the AUTHORIZE. Latencies of
+// the pairs into *out; false on a failure.
+bool AuthorizedReads(transfer::TcpTransport& t, const SlicedGrant& pool, const std::string& ep,
+                     uint64_t size, int ops, bool early, Series* out) {
+  std::vector<uint8_t> dest(size, 1);
+  const uint64_t items = pool.items(size);
+  const double t0 = NowSeconds();
+  for (int n = 0; n < ops; ++n) {
+    const transfer::ReadRequest req{size, static_cast<uint32_t>(n % items), kGeneration, 0, size};
+    const double a = NowSeconds();
+    Status read;
+    Result<std::string> answer =
+        early ? t.AuthorizeAndRead(ep, size, "", 5000, req, dest.data(), nullptr, &read)
+              : t.Authorize(ep, size, "", 5000);
+    if (answer.ok() && !early) read = t.Read(ep, req, dest.data());
+    if (!answer.ok() || !read.ok()) return false;
+    out->latencies.push_back(NowSeconds() - a);
+  }
+  out->ops = static_cast<uint64_t>(ops);
+  out->seconds = NowSeconds() - t0;
+  return true;
 }
 
 int Main(int argc, char** argv) {
@@ -108,6 +139,27 @@ int Main(int argc, char** argv) {
       ratios.push_back({"data channel " + SizeName(size) + x + " / tcp fetch" + x, c / f, 0});
       ratios.push_back({"data channel " + SizeName(size) + x + " / plain tcp" + x, c / s, 0});
     }
+  }
+  for (uint64_t size : {uint64_t{4096}, kMiB}) {
+    std::vector<Series> two, one;
+    for (int r = 0; r < kRounds; ++r) {
+      two.emplace_back("authorize, then read", size, 1);
+      one.emplace_back("authorize and read, one trip", size, 1);
+      failed = !AuthorizedReads(**transport, grant, ep, size, 300, false, &two.back()) || failed;
+      failed = !AuthorizedReads(**transport, grant, ep, size, 300, true, &one.back()) || failed;
+    }
+    auto p50 = [](const Series& x) { return x.PercentileUs(50); };
+    auto mid = [&](std::vector<Series>& v) -> Series& {
+      std::sort(v.begin(), v.end(),
+                [&](const Series& a, const Series& b) { return p50(a) < p50(b); });
+      return v[v.size() / 2];
+    };
+    Series& t = mid(two);
+    Series& o = mid(one);
+    ratios.push_back(
+        {"authorize+read p50 " + SizeName(size) + ", two trips / one", p50(t) / p50(o), 0});
+    series.push_back(std::move(t));
+    series.push_back(std::move(o));
   }
   server.Stop();
   PrintTable(series);
