@@ -4,10 +4,11 @@
 // A reply that comes while the caller polls costs no wake-up (tens of
 // microseconds on a virtual machine, on both sides of the socket); polling
 // for a reply that takes long burns the core for nothing. So each opcode keeps
-// a moving average of how long its replies took, and its replies are polled
-// for about twice that (plus a margin), at most `cap_us`; a kind whose replies
-// take longer than the cap on average is not polled for at all. A kind not yet
-// seen is polled for kFirstUs (capped).
+// its own proto::WaitAverage of how long its replies took (the rule the
+// manager's sessions use for the wait between requests): its replies are
+// polled for about twice that plus a margin, at most `cap_us`, and a kind
+// whose replies take the cap or longer on average is not polled for at all.
+// A kind not yet seen is polled for kFirstUs (capped).
 //
 // Thread-safety: none (one per connection; the Client serialises access).
 #ifndef TIERKV_CLIENT_REPLY_SPIN_H_
@@ -16,27 +17,28 @@
 #include <array>
 #include <cstdint>
 
+#include "protocol/socket_io.h"
+
 namespace tierkv {
 
 class ReplySpin {
  public:
-  static constexpr int kFirstUs = 50;   // a kind with no replies yet
-  static constexpr int kMarginUs = 20;  // added to twice the average
-  static constexpr int kSlots = 64;     // opcodes at or above share the last slot
+  static constexpr int kFirstUs = 50;  // a kind with no replies yet
+  static constexpr int kMarginUs = proto::WaitAverage::kMarginUs;
+  static constexpr int kSlots = 64;  // opcodes at or above share the last slot
 
   explicit ReplySpin(int cap_us) : cap_us_(cap_us) {}
 
   // Microseconds to poll for the reply of `opcode` (0: sleep at once).
-  int WindowUs(uint16_t opcode) const;
+  int WindowUs(uint16_t opcode) const { return kinds_[Slot(opcode)].PollUs(cap_us_, kFirstUs); }
   // Records that a reply of `opcode` came `took_us` after its request left.
-  void Record(uint16_t opcode, int64_t took_us);
+  void Record(uint16_t opcode, int64_t took_us) { kinds_[Slot(opcode)].Record(took_us); }
 
  private:
   static int Slot(uint16_t opcode) { return opcode < kSlots ? opcode : kSlots - 1; }
 
   const int cap_us_;
-  std::array<int32_t, kSlots> avg_us_{};  // with seen_: the moving average
-  std::array<bool, kSlots> seen_{};
+  std::array<proto::WaitAverage, kSlots> kinds_;
 };
 
 }  // namespace tierkv

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -98,6 +99,19 @@ SpinBackoff::Clock::duration SpinBackoff::OnLateYield(Clock::time_point now, Clo
   window_start_ = now;  // the next window starts after this decision
   lost_ = Clock::duration::zero();
   return quiet_;
+}
+
+void WaitAverage::Record(int64_t took_us) {
+  const int64_t took = std::clamp<int64_t>(took_us, 0, kLongestUs);
+  avg_us_ = static_cast<int32_t>(known_ ? (3 * static_cast<int64_t>(avg_us_) + took) / 4 : took);
+  known_ = true;
+}
+
+int WaitAverage::PollUs(int cap_us, int unknown_us) const {
+  if (cap_us <= 0) return 0;
+  if (!known_) return std::clamp(unknown_us, 0, cap_us);
+  if (avg_us_ >= cap_us) return 0;
+  return std::min(cap_us, 2 * avg_us_ + kMarginUs);
 }
 
 namespace {

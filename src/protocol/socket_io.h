@@ -61,6 +61,35 @@ class SpinBackoff {
   Clock::duration quiet_{0};
 };
 
+// The smoothed length of one kind of wait (for a reply, or for a client's next
+// request) and how long a waiter busy-polls for the next one: about twice the
+// average plus kMarginUs, at most the caller's cap, and not at all while the
+// average is at the cap or past it (a wait that long is better slept). Each
+// wait moves the average a quarter of the way towards it; one wait counts as
+// a second at most, so one long stall is forgotten after a few fast waits.
+// Not thread-safe.
+class WaitAverage {
+ public:
+  static constexpr int kMarginUs = 20;
+  static constexpr int64_t kLongestUs = 1'000'000;
+
+  // No wait known yet: the first one becomes the average.
+  WaitAverage() = default;
+  // The average starts at `start_us`; the first wait is averaged in.
+  explicit WaitAverage(int start_us) : avg_us_(start_us), known_(true) {}
+
+  void Record(int64_t took_us);
+  // Microseconds to poll (0: sleep at once); `unknown_us` (capped) before the
+  // first wait of an average without a start.
+  int PollUs(int cap_us, int unknown_us = 0) const;
+  // The average (0 while unknown).
+  int average_us() const { return avg_us_; }
+
+ private:
+  int32_t avg_us_ = 0;
+  bool known_ = false;
+};
+
 // Reads exactly `n` bytes. `timeout_ms` < 0 waits forever; otherwise a stall of
 // that long between bytes fails with IO_ERROR. A clean end of stream before the
 // first byte is UNAVAILABLE ("connection closed"); in the middle, IO_ERROR.

@@ -27,6 +27,29 @@ Clock::duration QuietAfterLateYields(SpinBackoff& b, Clock::time_point* t) {
   return Clock::duration::zero();
 }
 
+TEST(WaitAverage, AnAverageWithAStartTakesAQuarterOfEachWait) {
+  WaitAverage gap(0);  // as a manager's session starts
+  EXPECT_EQ(gap.PollUs(400), WaitAverage::kMarginUs);
+  gap.Record(80);
+  EXPECT_EQ(gap.average_us(), 20);
+  EXPECT_EQ(gap.PollUs(400), 2 * 20 + WaitAverage::kMarginUs);
+  gap.Record(3'600'000'000LL);  // an hour counts as a second
+  EXPECT_EQ(gap.average_us(), (3 * 20 + 1'000'000) / 4);
+  EXPECT_EQ(gap.PollUs(400), 0);
+}
+
+TEST(WaitAverage, WithoutAStartTheFirstWaitIsTheAverage) {
+  WaitAverage reply;
+  EXPECT_EQ(reply.PollUs(400, 50), 50);
+  EXPECT_EQ(reply.PollUs(30, 50), 30);
+  reply.Record(100);
+  EXPECT_EQ(reply.average_us(), 100);
+  EXPECT_EQ(reply.PollUs(400, 50), 220);
+  EXPECT_EQ(reply.PollUs(150), 150);  // capped
+  EXPECT_EQ(reply.PollUs(100), 0);    // an average at the cap is slept
+  EXPECT_EQ(reply.PollUs(0), 0);
+}
+
 TEST(SpinBackoff, AnOccasionalLateYieldIsTolerated) {
   SpinBackoff b;
   Clock::time_point t = Clock::now();

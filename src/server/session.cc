@@ -81,7 +81,7 @@ bool Session::Serve(int park_ms) {
     // `park_ms`, so a session that goes quiet gives its worker back soon.
     constexpr int kMinParkWaitMs = 20;
     int wait_ms = park_ms < 0 ? park_ms
-                              : std::clamp(2 * gap_ewma_us_ / 1000 + 1,
+                              : std::clamp(2 * gap_.average_us() / 1000 + 1,
                                            std::min(kMinParkWaitMs, park_ms), park_ms);
     if (!hello_done_) {
       const int64_t left_ms = (handshake_deadline_ns_ - RealClock()->NowNanos()) / 1'000'000;
@@ -93,10 +93,11 @@ bool Session::Serve(int park_ms) {
       wait_ms = wait_ms < 0 ? io_timeout : std::min(wait_ms, io_timeout);
     }
     // Adaptive spin: a client in a tight loop (its gaps between requests are
-    // shorter than --spin-us) is polled for that long; an idle one is not. Then
+    // shorter than --spin-us) is polled for about twice its usual gap, at most
+    // --spin-us (proto::WaitAverage); an idle one is not. Then
     // the wait for the next request is a sleep of at most `wait_ms`; past it the
     // connection is parked (its worker goes back to the pool).
-    const int spin = gap_ewma_us_ < opt.spin_us ? std::min(opt.spin_us, 2 * gap_ewma_us_ + 20) : 0;
+    const int spin = gap_.PollUs(opt.spin_us);
     const auto wait_start = std::chrono::steady_clock::now();
     uint8_t hdr[proto::kHeaderSize];
     if (!proto::SpinReadable(fd_, spin) && !WaitForRequest(wait_ms)) {
@@ -104,11 +105,9 @@ bool Session::Serve(int park_ms) {
       continue;                      // the handshake deadline is checked above
     }
     if (!proto::ReadFull(fd_, hdr, sizeof(hdr), io_timeout).ok()) return false;  // closed
-    const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::steady_clock::now() - wait_start)
-                         .count();
-    gap_ewma_us_ = static_cast<int>(
-        (3 * static_cast<int64_t>(gap_ewma_us_) + std::min<int64_t>(gap, 1'000'000)) / 4);
+    gap_.Record(std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::steady_clock::now() - wait_start)
+                    .count());
     const proto::FrameHeader h = proto::DecodeHeader(hdr);
     if (Status st = proto::CheckHeader(h, opt.max_frame_bytes); !st.ok()) {
       server_->CountProtocolError();

@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include "protocol/frame.h"
+#include "protocol/socket_io.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -101,7 +102,7 @@ class Session {
   std::string body_;   // request body buffer, reused
   std::string reply_;  // reply frame buffer, reused
   size_t reply_body_start_ = 0;
-  int gap_ewma_us_ = 0;  // smoothed wait for the next request, for adaptive spinning
+  proto::WaitAverage gap_{0};  // the wait for the next request, for adaptive spinning
   std::unordered_set<uint64_t> allocs_;
   std::unordered_set<uint64_t> leases_;
 };
