@@ -35,6 +35,10 @@ struct RemoteFetcher::Item {
   Status status = NotFound("not held by any other manager");
   bool attempted = false;  // its READ stage ran (ReadOne)
   bool stale = false;      // the owner refused it: gone, or another value now
+  // Whether the owner granted the value the index named (same size).
+  bool GrantedAsIndexed(const GrantAnswer& ans) const {
+    return ans.status.ok() && ans.size == loc.size;
+  }
 };
 
 struct RemoteFetcher::Segment {
@@ -66,6 +70,19 @@ const Traces& Trace() {
 
 // A value is read in ranges of at least this many bytes.
 constexpr uint64_t kMinRange = 4ull << 20;
+
+// How many ranges a value of `size` bytes is read in, `most` at most.
+size_t RangesFor(uint64_t size, size_t most) {
+  return static_cast<size_t>(std::clamp<uint64_t>(size / kMinRange, 1, std::max<size_t>(most, 1)));
+}
+
+GrantAnswer AnswerOf(const peer::GrantedItem& g) {
+  GrantAnswer ans;
+  ans.status = ItemStatus(g);
+  ans.size = g.size();
+  ans.generation = g.generation();
+  return ans;
+}
 
 uint64_t NewTicket() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -394,13 +411,15 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   std::vector<PendingRelease> carried = TakeReleases(peer);
   for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
   // The first item's READ rides behind the authorization when it is read
-  // whole (ReadRanges would read it in one range): into an allocation made
-  // now, from the index's size and generation. (A segment is never empty.)
+  // whole (in one range however many connections are free): into an
+  // allocation made now, from the index's size and generation. (A segment is
+  // never empty.)
   Item& first = *seg.items.front();
   const Caller first_caller(kFetchSession, 0, first.loc.name_space);
   EarlyRead early;
   std::optional<AllocGrant> early_grant;
-  if (read_first && options_.authorize_over_data && first.loc.size < kMinRange * 2) {
+  if (read_first && options_.authorize_over_data &&
+      RangesFor(first.loc.size, options_.parallel_reads) == 1) {
     Result<AllocGrant> g =
         store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, {});
     if (g.ok()) {
@@ -417,20 +436,11 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   if (early_grant) {
     peer.inflight_bytes.fetch_sub(first.loc.size);
     a.first_done = call.ok() && resp.items_size() == static_cast<int>(seg.items.size()) &&
-                   ItemStatus(resp.items(0)).ok() && resp.items(0).size() == first.loc.size &&
-                   early.status.ok();
+                   first.GrantedAsIndexed(AnswerOf(resp.items(0))) && early.status.ok();
     if (a.first_done) {
       const KnownChecksum verified[] = {{0, first.loc.size, early.digest}};
-      TraceScope store_trace(Trace().store);
-      const Status c = store_->Commit(first_caller, early_grant->alloc_id, verified);
-      store_trace.End(c.ok());
       first.attempted = true;
-      first.status =
-          c.ok() ? Status::Ok() : NotFound("fetched, but not stored here: " + c.message());
-      if (c.ok()) {
-        objects_.fetch_add(1, std::memory_order_relaxed);
-        bytes_.fetch_add(first.loc.size, std::memory_order_relaxed);
-      }
+      CommitFetched(first, first_caller, early_grant->alloc_id, verified);
       early_reads_.fetch_add(1, std::memory_order_relaxed);
     } else {
       // Refused, not granted, or not read: the READ stage reads it again if
@@ -466,13 +476,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
                                             std::to_string(seg.items.size()));
     return a;
   }
-  for (const peer::GrantedItem& g : resp.items()) {
-    GrantAnswer ans;
-    ans.status = ItemStatus(g);
-    ans.size = g.size();
-    ans.generation = g.generation();
-    a.answers.push_back(std::move(ans));
-  }
+  for (const peer::GrantedItem& g : resp.items()) a.answers.push_back(AnswerOf(g));
   return a;
 }
 
@@ -557,7 +561,7 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
     const GrantAnswer& ans = auth.answers[i];
     Item& it = *seg.items[i];
     if (i == 0 && auth.first_done) continue;  // read behind the authorization
-    if (ans.status.ok() && ans.size == it.loc.size) {
+    if (it.GrantedAsIndexed(ans)) {
       granted.push_back(i);
       bytes += ans.size;
       continue;
@@ -601,7 +605,7 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
 Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
                                  const GrantAnswer& ans, uint8_t* dest, size_t ranges,
                                  std::vector<KnownChecksum>* verified) {
-  ranges = static_cast<size_t>(std::clamp<uint64_t>(ans.size / kMinRange, 1, ranges));
+  ranges = RangesFor(ans.size, ranges);
   verified->assign(ranges, KnownChecksum{});
   if (ranges == 1) {
     (*verified)[0].length = ans.size;
@@ -659,17 +663,22 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
     return st;
   }
-  TraceScope store_trace(Trace().store);
-  if (Status c = store_->Commit(caller, g->alloc_id, verified); !c.ok()) {
-    store_trace.End(false);
-    item.status = NotFound("fetched, but not stored here: " + c.message());
-    return Status::Ok();
-  }
-  store_trace.End(true);
-  objects_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(ans.size, std::memory_order_relaxed);
-  item.status = Status::Ok();
+  CommitFetched(item, caller, g->alloc_id, verified);
   return Status::Ok();
+}
+
+void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
+                                  std::span<const KnownChecksum> verified) {
+  TraceScope store_trace(Trace().store);
+  const Status c = store_->Commit(caller, alloc_id, verified);
+  store_trace.End(c.ok());
+  if (!c.ok()) {
+    item.status = NotFound("fetched, but not stored here: " + c.message());
+    return;
+  }
+  objects_.fetch_add(1, std::memory_order_relaxed);
+  bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
+  item.status = Status::Ok();
 }
 
 TransferStats RemoteFetcher::Stats() const {

@@ -158,6 +158,10 @@ class RemoteFetcher {
   // *verified gets each range and the checksum it was verified against.
   Status ReadRanges(Peer& peer, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
                     uint8_t* dest, size_t ranges, std::vector<KnownChecksum>* verified);
+  // Commits a fetched value's allocation (with the checksums its READs were
+  // verified against) and sets the item's status and the counters.
+  void CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
+                     std::span<const KnownChecksum> verified);
   bool AcquireSlot(Peer& peer);
   void ReleaseSlot(Peer& peer);
 

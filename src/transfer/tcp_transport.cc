@@ -45,6 +45,14 @@ Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::millisec
   return *result;
 }
 
+// Runs `make(stream)` on `c`'s TLS stream when it has one, else on its socket,
+// bounded by `budget` as RunBounded.
+template <class Conn, class MakeOp>
+Status RunOn(Conn& c, std::chrono::milliseconds budget, MakeOp make, const std::string& endpoint) {
+  return c.tls ? RunBounded(c.io, c.lowest(), budget, make(*c.tls), endpoint)
+               : RunBounded(c.io, c.sock, budget, make(c.sock), endpoint);
+}
+
 // Reads and decodes a response head.
 template <class Stream>
 asio::awaitable<Status> ReadHead(Stream& sock, const std::string& endpoint, ResponseHead* head) {
@@ -289,11 +297,10 @@ Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, u
   Conn& c = **conn;
   bool in_step = false;
   const auto budget = IoBudget(options_.io_timeout_ms, req.length);
-  Status st = c.tls
-                  ? RunBounded(c.io, c.lowest(), budget,
-                               ReadOnce(*c.tls, req, dest, endpoint, &in_step, checksum), endpoint)
-                  : RunBounded(c.io, c.sock, budget,
-                               ReadOnce(c.sock, req, dest, endpoint, &in_step, checksum), endpoint);
+  Status st = RunOn(
+      c, budget,
+      [&](auto& stream) { return ReadOnce(stream, req, dest, endpoint, &in_step, checksum); },
+      endpoint);
   Return(endpoint, std::move(*conn), in_step);
   return st;
 }
@@ -307,13 +314,12 @@ Result<std::string> TcpTransport::Authorize(const std::string& endpoint, uint64_
   bool in_step = false;
   std::string answer;
   const auto budget = std::chrono::milliseconds(timeout_ms);
-  Status st = c.tls
-                  ? RunBounded(c.io, c.lowest(), budget,
-                               AuthorizeOnce(*c.tls, ticket, request, &answer, endpoint, &in_step),
-                               endpoint)
-                  : RunBounded(c.io, c.sock, budget,
-                               AuthorizeOnce(c.sock, ticket, request, &answer, endpoint, &in_step),
-                               endpoint);
+  Status st = RunOn(
+      c, budget,
+      [&](auto& stream) {
+        return AuthorizeOnce(stream, ticket, request, &answer, endpoint, &in_step);
+      },
+      endpoint);
   Return(pool_key, std::move(*conn), in_step);
   if (!st.ok()) return st;
   return answer;
@@ -335,14 +341,13 @@ Result<std::string> TcpTransport::AuthorizeAndRead(const std::string& endpoint, 
   *read_status = Status(Code::kUnavailable, "data channel to " + endpoint + ": timed out");
   const auto budget =
       std::chrono::milliseconds(timeout_ms) + IoBudget(options_.io_timeout_ms, first.length);
-  Status st = c.tls ? RunBounded(c.io, c.lowest(), budget,
-                                 AuthorizeAndReadOnce(*c.tls, ticket, request, &answer, first, dest,
-                                                      checksum, read_status, endpoint, &in_step),
-                                 endpoint)
-                    : RunBounded(c.io, c.sock, budget,
-                                 AuthorizeAndReadOnce(c.sock, ticket, request, &answer, first, dest,
-                                                      checksum, read_status, endpoint, &in_step),
-                                 endpoint);
+  Status st = RunOn(
+      c, budget,
+      [&](auto& stream) {
+        return AuthorizeAndReadOnce(stream, ticket, request, &answer, first, dest, checksum,
+                                    read_status, endpoint, &in_step);
+      },
+      endpoint);
   Return(pool_key, std::move(*conn), in_step);
   if (!st.ok()) return st;
   return answer;
