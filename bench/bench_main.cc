@@ -139,8 +139,8 @@ std::vector<Series> RunRound(const Options& opt, const testing::ManagerProcess& 
     }
   }
   if (peers.memcached != nullptr) {
-    for (uint64_t size :
-         opt.batched_only ? std::vector<uint64_t>{} : std::vector<uint64_t>{4 * kKiB, kMiB}) {
+    for (uint64_t size : {4 * kKiB, kMiB}) {
+      if (opt.batched_only) break;
       for (const bool warm : {false, true}) {
         const std::string suffix = warm ? " warm" : " cold";
         Series put{"memcached uds set" + suffix, size, 1};
