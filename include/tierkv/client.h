@@ -54,7 +54,7 @@ struct ClientOptions {
   // Waking a sleeping thread costs tens of microseconds on virtual machines,
   // on both sides of the socket. Each request kind is polled for about twice
   // its recent reply time plus 20 us (50 us before its first reply), and not
-  // at all while its replies take longer than this on average. A thread
+  // at all while its replies take this long or longer on average. A thread
   // whose polls lose the core to other tasks for more than 12.5 ms in 100 ms
   // stops polling for a while (1 ms, doubling up to 256 ms while that goes on).
   int spin_us = 400;
