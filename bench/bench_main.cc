@@ -38,6 +38,8 @@ struct Options {
   // --batched-only: only the batched 4 KiB exist/get runs and their peers'
   // (three rounds still), for work on the batch path.
   bool batched_only = false;
+  // --server-spin-us US: the manager's --spin-us (its default when unset).
+  std::string server_spin_us;
   // --client-only ADDRESS: measure only put/get of --size bytes by --threads
   // threads (1 by default) against a running manager and print the two series
   // as JSON (for bench/python_bench.py).
@@ -236,8 +238,10 @@ std::vector<Ratio> RoundRatios(const std::vector<Series>& series) {
 
 int Main(const Options& opt) {
   if (!opt.client_only.empty()) return ClientOnly(opt);
-  testing::ManagerProcess manager(
-      {"--dram-size", "2560MiB", "--max-object-bytes", "16MiB", "--log-level", "error"});
+  std::vector<std::string> flags = {"--dram-size", "2560MiB",     "--max-object-bytes",
+                                    "16MiB",       "--log-level", "error"};
+  if (!opt.server_spin_us.empty()) flags.insert(flags.end(), {"--spin-us", opt.server_spin_us});
+  testing::ManagerProcess manager(flags);
   Peers peers;
   peers.keys_per_thread = opt.quick ? 4096 : 16384;
   const int max_threads = *std::max_element(std::begin(kConcurrency), std::end(kConcurrency));
@@ -288,6 +292,8 @@ int main(int argc, char** argv) {
       opt.quick = true;
     } else if (a == "--client-spin-us" && i + 1 < argc) {
       tierkv::bench::SetClientSpinUs(std::stoi(argv[++i]));
+    } else if (a == "--server-spin-us" && i + 1 < argc) {
+      opt.server_spin_us = argv[++i];
     } else if (a == "--batched-only") {
       opt.batched_only = true;
     } else if (a == "--client-only" && i + 1 < argc) {
@@ -302,6 +308,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: tierkv_bench [--json PATH] [--quick] [--batched-only] [--client-spin-us US]\n"
+          "                    [--server-spin-us US]\n"
           "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N] [--threads T]\n");
       return 2;
     }

@@ -1,6 +1,6 @@
 // tierkv_store_bench: the store's change feed, measured in-process.
 //
-//   tierkv_store_bench [--objects 1000000] [--rounds 5] [--json PATH]
+//   tierkv_store_bench [--objects 1000000] [--rounds 5] [--json PATH] [--lookups-only]
 //
 // 1. Feed cost: one thread's put (alloc + copy + commit) and get (lease + copy +
 //    release) of 4 KiB and 1 MiB values on a store with no observer and no
@@ -14,12 +14,17 @@
 //    standalone manager (no journal) and against a cluster member with no peers
 //    (a real etcd; its store journals every change in 16 MiB), rounds alternating
 //    which goes first; the median of the rounds' ratios is reported.
+// 4. Batched lookups: nanoseconds per key of BatchExist, and of BatchLease with
+//    its BatchRelease, over 262144 stored 4 KiB objects (the keys and tenant of
+//    `make bench`'s batched series), 16 and 128 keys per call, one thread;
+//    the median of the rounds.
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -201,6 +206,61 @@ void ThroughManagers(int rounds, std::vector<Ratio>* ratios) {
   }
 }
 
+// ns per key of `batch`-key calls over `keys`, each key once per pass.
+double NsPerKey(const std::vector<std::string>& keys, size_t batch, int passes,
+                const std::function<void(std::span<const std::string_view>)>& call) {
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  const double t0 = NowSeconds();
+  for (int p = 0; p < passes; ++p) {
+    for (size_t i = 0; i + batch <= views.size(); i += batch) {
+      call(std::span<const std::string_view>(views).subspan(i, batch));
+    }
+  }
+  return (NowSeconds() - t0) * 1e9 / (double(passes) * (views.size() / batch * batch));
+}
+
+void BatchedLookups(int rounds, std::vector<Ratio>* ratios) {
+  constexpr int kThreads = 4;
+  constexpr uint64_t kPerThread = 65536;
+  auto st = MakeStore(kThreads * kPerThread * 4096 + 256 * kMiB, 0, nullptr);
+  if (!st) return;
+  std::vector<std::string> keys;
+  for (int t = 0; t < kThreads; ++t) {
+    for (uint64_t i = 0; i < kPerThread; ++i) {
+      keys.push_back("s/" + std::to_string(t) + "/" + std::to_string(i));
+      auto g = st->Alloc({}, {"batch", keys.back()}, 4096, {});
+      if (g.ok()) (void)st->Commit({}, g->alloc_id);
+    }
+  }
+  const Caller caller(1, 0);
+  for (size_t batch : {size_t{16}, size_t{128}}) {
+    std::vector<double> exist, lease;
+    uint64_t misses = 0;
+    for (int r = 0; r < rounds; ++r) {
+      exist.push_back(NsPerKey(keys, batch, 2, [&](std::span<const std::string_view> k) {
+        for (const Status& s : st->BatchExist(caller, "batch", k)) misses += s.ok() ? 0 : 1;
+      }));
+      lease.push_back(NsPerKey(keys, batch, 2, [&](std::span<const std::string_view> k) {
+        std::vector<uint64_t> ids;
+        for (const auto& l : st->BatchLease(caller, "batch", k)) {
+          if (l.ok()) {
+            ids.push_back(l->lease_id);
+          } else {
+            ++misses;
+          }
+        }
+        (void)st->BatchRelease(caller, ids);
+      }));
+    }
+    const std::string b = std::to_string(batch);
+    std::printf(
+        "batched lookups, %zu keys per call: exist %.0f ns/key, lease+release %.0f ns/key%s\n",
+        batch, Median(exist), Median(lease), misses ? " (MISSES)" : "");
+    ratios->push_back({"store batch" + b + " exist ns/key", Median(exist), 0});
+    ratios->push_back({"store batch" + b + " lease+release ns/key", Median(lease), 0});
+  }
+}
+
 }  // namespace
 }  // namespace tierkv::bench
 
@@ -208,23 +268,34 @@ int main(int argc, char** argv) {
   uint64_t objects = 1000000;
   int rounds = 5;
   std::string json;
+  bool lookups_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--objects" && i + 1 < argc) {
+    if (a == "--lookups-only") {
+      lookups_only = true;
+    } else if (a == "--objects" && i + 1 < argc) {
       objects = std::stoull(argv[++i]);
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::stoi(argv[++i]);
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: tierkv_store_bench [--objects N] [--rounds R] [--json PATH]\n");
+      std::fprintf(stderr,
+                   "usage: tierkv_store_bench [--objects N] [--rounds R] [--json PATH] "
+                   "[--lookups-only]\n");
       return 2;
     }
   }
   std::vector<tierkv::bench::Ratio> ratios;
+  if (lookups_only) {
+    tierkv::bench::BatchedLookups(rounds, &ratios);
+    tierkv::bench::PrintRatios(ratios);
+    return 0;
+  }
   tierkv::bench::FeedCost(rounds, &ratios);
   tierkv::bench::SnapshotUnderPuts(objects, &ratios);
   tierkv::bench::ThroughManagers(rounds, &ratios);
+  tierkv::bench::BatchedLookups(rounds, &ratios);
   tierkv::bench::PrintRatios(ratios);
   if (!json.empty() && !tierkv::bench::WriteJson(json, {}, ratios)) return 1;
   return 0;

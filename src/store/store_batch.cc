@@ -1,6 +1,8 @@
 // Store: batch calls. Items are grouped by shard so each shard's lock is taken
 // once per batch; results come back in input order, one status per item.
 #include <algorithm>
+#include <array>
+#include <type_traits>
 
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -68,6 +70,46 @@ void ForEachByShard(const std::vector<uint32_t>& order, const std::vector<bool>&
       if (valid[order[i]]) fn(shard, order[i]);
       ++i;
     }
+  }
+}
+
+// Keys looked up together: this many items' index loads are in flight at once.
+constexpr size_t kLookupWindow = 16;
+
+// As ForEachByShard, for keyed lookups, `kLookupWindow` valid items at a time:
+// the window's shard locks are taken in ascending shard order (`order` is
+// sorted by shard, and every path that holds several shard locks takes them
+// in that order) and held for the whole window; `touch(shard, i)` runs for
+// every item of the window before `fn` runs for any, so the cache misses of
+// their lookups overlap instead of following one another.
+template <typename ShardOf, typename Touch, typename Fn>
+void ForEachKeyByShard(const std::vector<uint32_t>& order, const std::vector<bool>& valid,
+                       ShardOf shard_of, Touch touch, Fn fn) {
+  using ShardT = std::remove_reference_t<decltype(shard_of(0u))>;
+  struct Held {
+    std::array<ShardT*, kLookupWindow> shards{};
+    size_t n = 0;
+    void Release() {
+      while (n > 0) shards[--n]->mu.unlock();
+    }
+    ~Held() { Release(); }
+  } held;
+  std::array<std::pair<ShardT*, uint32_t>, kLookupWindow> window;
+  size_t i = 0;
+  while (i < order.size()) {
+    size_t w = 0;
+    for (; i < order.size() && w < kLookupWindow; ++i) {
+      if (valid[order[i]]) window[w++] = {&shard_of(order[i]), order[i]};
+    }
+    for (size_t k = 0; k < w; ++k) {
+      if (held.n == 0 || held.shards[held.n - 1] != window[k].first) {
+        window[k].first->mu.lock();
+        held.shards[held.n++] = window[k].first;
+      }
+    }
+    for (size_t k = 0; k < w; ++k) touch(*window[k].first, window[k].second);
+    for (size_t k = 0; k < w; ++k) fn(*window[k].first, window[k].second);
+    held.Release();
   }
 }
 
@@ -169,9 +211,10 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
   std::vector<uint32_t> cold_items;
   auto out = KeyedBatch<Result<LeaseGrant>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
-        ForEachByShard(
+        ForEachKeyByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) { PrefetchLocked(shard, composites[i]); },
             [&](Shard& shard, uint32_t i) {
               bool cold = false;
               res[i] = LeaseLocked(shard, composites[i], caller, &cold);
@@ -199,9 +242,10 @@ std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view ten
   std::vector<bool> valid;
   auto out =
       KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
-        ForEachByShard(
+        ForEachKeyByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) { PrefetchLocked(shard, composites[i]); },
             [&](Shard& shard, uint32_t i) {
               auto it = shard.map.find(composites[i]);
               if (it == shard.map.end() || !it->second.readable()) {
@@ -219,9 +263,10 @@ std::vector<Result<ObjectInfo>> Store::BatchQuery(const Caller& caller, std::str
   std::vector<bool> valid;
   auto out = KeyedBatch<Result<ObjectInfo>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<ObjectInfo>>& res) {
-        ForEachByShard(
+        ForEachKeyByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
+            [&](Shard& shard, uint32_t i) { PrefetchLocked(shard, composites[i]); },
             [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
       });
   op_stats_.RecordBatch(Op::kBatchQuery, Op::kQuery, CodesOf(out), caller.rank);

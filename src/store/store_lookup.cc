@@ -8,6 +8,19 @@ namespace tierkv {
 // ---------------------------------------------------------------------------
 // Lookups and removal.
 
+void Store::PrefetchLocked(const Shard& shard, const std::string& composite) {
+  const Map& map = shard.map;
+  const size_t bucket = map.bucket(composite);
+  const auto first = map.begin(bucket);  // loads the bucket (a miss, waited for)
+  if (first == map.end(bucket)) return;
+  // The entry itself: its key, its fields and, right after them in a node of
+  // this library's map, the cached hash that a lookup compares first.
+  const char* node = reinterpret_cast<const char*>(&*first);
+  for (size_t at = 0; at < sizeof(Map::value_type) + sizeof(size_t); at += 64) {
+    __builtin_prefetch(node + at);
+  }
+}
+
 Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite) {
   auto it = shard.map.find(composite);
   if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");

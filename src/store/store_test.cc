@@ -2,6 +2,7 @@
 // validation, and the sharded index under concurrency.
 #include "store/store.h"
 
+#include <atomic>
 #include <thread>
 
 #include "store/store_test_util.h"
@@ -197,6 +198,109 @@ TEST_F(StoreTest, BatchesKeepOrderAndCountByTheRules) {
   EXPECT_TRUE(removed[0].ok());
   EXPECT_TRUE(removed[1].ok());
   EXPECT_EQ(removed[2].code(), Code::kNotFound);
+}
+
+// Batches longer than the lookup window, spread over every shard, with misses,
+// invalid keys and repeats: each item's answer is the single-key answer.
+TEST_F(StoreTest, LongBatchesAnswerEachItemAsASingleLookupWould) {
+  Make(64 * kMiB);
+  std::vector<std::string> names;
+  for (int i = 0; i < 300; ++i) {
+    names.push_back("k" + std::to_string(i));
+    if (i % 3 != 0) ASSERT_TRUE(Put(names.back(), "v" + std::to_string(i)).ok());
+  }
+  names.push_back("");        // invalid
+  names.push_back(names[1]);  // a repeat of a stored key
+  names.push_back(names[3]);  // a repeat of a miss
+  const std::vector<std::string_view> keys(names.begin(), names.end());
+  const std::vector<Status> exist = store_->BatchExist({}, "default", keys);
+  const auto infos = store_->BatchQuery({}, "default", keys);
+  const auto leases = store_->BatchLease({}, "default", keys);
+  ASSERT_EQ(exist.size(), keys.size());
+  ASSERT_EQ(infos.size(), keys.size());
+  ASSERT_EQ(leases.size(), keys.size());
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Status single = store_->Exist({}, {"default", keys[i]});
+    EXPECT_EQ(exist[i].code(), single.code()) << i;
+    EXPECT_EQ(infos[i].code(), single.code()) << i;
+    EXPECT_EQ(leases[i].code(), single.code()) << i;
+    if (!leases[i].ok()) continue;
+    const std::string want = "v" + std::string(keys[i].substr(1));
+    EXPECT_EQ(infos[i]->size, want.size()) << i;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(store_->dram().base() + leases[i]->offset),
+                          leases[i]->size),
+              want)
+        << i;
+    ids.push_back(leases[i]->lease_id);
+  }
+  EXPECT_EQ(ids.size(), 201u);  // 200 stored keys and the repeat
+  for (const Status& st : store_->BatchRelease({}, ids)) EXPECT_TRUE(st.ok());
+  EXPECT_EQ(store_->Stats().active_leases, 0u);
+}
+
+// Batched lookups hold several shard locks at a time. Running them beside
+// writers, removals, whole-tenant removal (which takes every shard lock) and
+// snapshots must neither deadlock nor show a reader anything but whole values
+// of the keys nobody removes.
+TEST_F(StoreTest, BatchedLookupsBesideWritersAndWholeStoreLocksStayConsistent) {
+  // 16 shards: ThreadSanitizer's lock-order checker follows at most 64 locks
+  // held at once, and RemoveAll holds every shard's and the observer's.
+  StoreOptions opts;
+  opts.shards = 16;
+  Make(64 * kMiB, opts);
+  constexpr int kKeys = 256;
+  std::vector<std::string> stable;
+  for (int i = 0; i < kKeys; ++i) {
+    stable.push_back("s" + std::to_string(i));
+    ASSERT_TRUE(Put(stable.back(), stable.back() + "=").ok());
+  }
+  const std::vector<std::string_view> keys(stable.begin(), stable.end());
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        for (const Status& st : store_->BatchExist({}, "default", keys)) {
+          if (!st.ok()) ++errors;
+        }
+        const auto leases = store_->BatchLease({}, "default", keys);
+        std::vector<uint64_t> ids;
+        for (size_t i = 0; i < leases.size(); ++i) {
+          if (!leases[i].ok()) {
+            ++errors;
+            continue;
+          }
+          const std::string got(
+              reinterpret_cast<const char*>(store_->dram().base() + leases[i]->offset),
+              leases[i]->size);
+          if (got != std::string(keys[i]) + "=") ++errors;
+          ids.push_back(leases[i]->lease_id);
+        }
+        for (const Status& st : store_->BatchRelease({}, ids)) {
+          if (!st.ok()) ++errors;
+        }
+      }
+    });
+  }
+  // Writers in the same shards and in another tenant, which is removed whole
+  // and snapshotted over and over.
+  for (int round = 0; round < 40; ++round) {
+    for (int i = 0; i < 64; ++i) {
+      const std::string key = "w" + std::to_string(i);
+      (void)Put(key, key, 0, /*upsert=*/true);
+      (void)Put(key, key, 0, /*upsert=*/true, "other");
+    }
+    for (int i = 0; i < 64; ++i) (void)store_->Remove({}, {"default", "w" + std::to_string(i)});
+    (void)store_->RemoveAll({}, "other", /*force=*/true);
+    (void)store_->Snapshot(64, [](std::span<const SnapshotRecord>) {});
+  }
+  stop = true;
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(store_->Stats().active_leases, 0u);
+  EXPECT_EQ(store_->Stats().objects, static_cast<uint64_t>(kKeys));
 }
 
 TEST_F(StoreTest, ConcurrentClientsOnManyShardsStayConsistent) {
