@@ -13,12 +13,11 @@ void Store::PrefetchLocked(const Shard& shard, const std::string& composite) {
   const size_t bucket = map.bucket(composite);
   const auto first = map.begin(bucket);  // loads the bucket (a miss, waited for)
   if (first == map.end(bucket)) return;
-  // The entry itself: its key, its fields and, right after them in a node of
-  // this library's map, the cached hash that a lookup compares first.
-  const char* node = reinterpret_cast<const char*>(&*first);
-  for (size_t at = 0; at < sizeof(Map::value_type) + sizeof(size_t); at += 64) {
-    __builtin_prefetch(node + at);
-  }
+  // The entry itself: its key and fields, and the word right after them, where
+  // a node of this library's map caches the hash that a lookup compares first.
+  const char* value = reinterpret_cast<const char*>(&*first);
+  for (size_t at = 0; at < sizeof(Map::value_type); at += 64) __builtin_prefetch(value + at);
+  __builtin_prefetch(value + sizeof(Map::value_type));
 }
 
 Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite) {
