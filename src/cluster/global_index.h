@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,31 +59,39 @@ struct InventoryDelta {
 // key) before it lends any bytes. Tenants and namespaces are interned.
 class OwnerView {
  public:
+  struct KeyHash {
+    uint64_t lo = 0, hi = 0;
+    bool operator==(const KeyHash&) const = default;
+  };
+  // The 128-bit hash a view keys "tenant\0key" by (the same in every view).
+  static KeyHash HashOf(std::string_view tenant, std::string_view key);
+
   void Apply(const InventoryDelta& d);
+  // Applies `changes` in order, as Apply one by one; the index loads of a
+  // window of changes are started together, so their cache misses overlap.
+  void ApplyAll(std::span<const InventoryDelta> changes);
   size_t size() const { return entries_.size(); }
   // Approximate heap bytes (table nodes and buckets, names), charged to
   // --index-budget.
   size_t bytes() const { return entries_.size() * kEntryCost + names_bytes_; }
   const RemoteEntry* Find(std::string_view tenant, std::string_view key) const;
+  const RemoteEntry* Find(const KeyHash& h) const;
   const std::string& Name(uint32_t id) const { return names_[id]; }
 
  private:
-  struct KeyHash {
-    uint64_t lo = 0, hi = 0;
-    bool operator==(const KeyHash&) const = default;
-  };
   struct HashOfHash {
     size_t operator()(const KeyHash& k) const { return static_cast<size_t>(k.lo); }
   };
   // Node (next pointer, key, entry, allocator header) and its bucket.
   static constexpr size_t kEntryCost = 8 + sizeof(KeyHash) + sizeof(RemoteEntry) + 8 + 8;
-  static KeyHash HashOf(std::string_view tenant, std::string_view key);
+  void Apply(const InventoryDelta& d, const KeyHash& h);
   uint32_t Intern(const std::string& name);
 
   std::unordered_map<KeyHash, RemoteEntry, HashOfHash> entries_;
   std::vector<std::string> names_{std::string()};  // id 0 = ""
   std::unordered_map<std::string, uint32_t> name_ids_{{"", 0}};
   size_t names_bytes_ = 0;
+  uint32_t last_name_ = 0;  // the name interned last (changes in a row share names)
 };
 
 struct RemoteLocation {

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace tierkv {
 namespace {
 
@@ -69,6 +73,69 @@ TEST(OwnerView, AClearedTenantTakesOnlyItsKeys) {
   const size_t per_entry = one.bytes() - first;
   EXPECT_LT(per_entry, 128u);
   EXPECT_EQ(before - v.bytes(), 10 * per_entry);
+}
+
+// A run of changes applied together (windows of prefetched lookups) leaves the
+// view exactly as the same changes applied one at a time: stores, removals of
+// current and of older values, clears, repeats within a window, names that
+// change from one change to the next, and keys too long for the hash's stack
+// buffer.
+TEST(OwnerView, ChangesAppliedTogetherMatchChangesAppliedOneByOne) {
+  std::vector<InventoryDelta> changes;
+  std::vector<std::pair<std::string, std::string>> keys;  // (tenant, key)
+  uint64_t rng = 7;
+  auto next = [&rng] {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return rng >> 33;
+  };
+  for (int i = 0; i < 2000; ++i) {
+    const std::string tenant = next() % 4 == 0 ? "b" : "a";
+    std::string key = "k" + std::to_string(next() % 300);
+    if (next() % 50 == 0) key += std::string(400, 'x');
+    InventoryDelta d =
+        Stored(key, 1 + next() % 3, next() % 3 == 0 ? Medium::kSsd : Medium::kDram, tenant);
+    d.name_space = next() % 2 == 0 ? "ns-one" : "";
+    const uint64_t roll = next() % 10;
+    if (roll < 3) d.kind = InventoryDelta::kRemoved;
+    if (roll == 9 && next() % 20 == 0) {
+      d.kind = InventoryDelta::kCleared;
+      d.key.clear();
+    }
+    changes.push_back(d);
+    keys.emplace_back(tenant, key);
+  }
+  OwnerView together, one_by_one;
+  together.ApplyAll(changes);
+  for (const InventoryDelta& d : changes) one_by_one.Apply(d);
+  ASSERT_EQ(together.size(), one_by_one.size());
+  EXPECT_GT(together.size(), 50u);
+  EXPECT_EQ(together.bytes(), one_by_one.bytes());
+  for (const auto& [tenant, key] : keys) {
+    const RemoteEntry* a = together.Find(tenant, key);
+    const RemoteEntry* b = one_by_one.Find(tenant, key);
+    ASSERT_EQ(a == nullptr, b == nullptr) << tenant << "/" << key;
+    if (a == nullptr) continue;
+    EXPECT_EQ(a->generation, b->generation);
+    EXPECT_EQ(a->dram, b->dram);
+    EXPECT_EQ(a->ssd, b->ssd);
+    EXPECT_EQ(together.Name(a->tenant), tenant);
+    EXPECT_EQ(together.Name(a->name_space), one_by_one.Name(b->name_space));
+  }
+}
+
+TEST(OwnerView, NamesInternedInTurnStayApart) {
+  OwnerView v;
+  for (int i = 0; i < 6; ++i) {
+    InventoryDelta d = Stored("k" + std::to_string(i), 1, Medium::kDram, i % 2 ? "odd" : "even");
+    d.name_space = i % 3 == 0 ? "ns" : "";
+    v.Apply(d);
+  }
+  for (int i = 0; i < 6; ++i) {
+    const RemoteEntry* e = v.Find(i % 2 ? "odd" : "even", "k" + std::to_string(i));
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_EQ(v.Name(e->tenant), i % 2 ? "odd" : "even");
+    EXPECT_EQ(v.Name(e->name_space), i % 3 == 0 ? "ns" : "");
+  }
 }
 
 TEST(GlobalIndex, InstallsWholeViewsAndProvesAbsenceOnlyWhenAllAreComplete) {

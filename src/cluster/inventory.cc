@@ -1,9 +1,12 @@
 #include "cluster/inventory.h"
 
+#include <google/protobuf/arena.h>
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -84,6 +87,34 @@ InventoryDelta FromRecord(const peer::InventoryRecord& r, InventoryDelta::Kind k
   d.generation = r.generation();
   return d;
 }
+
+// Reads a stream's frames one at a time, each into an arena that starts in a
+// block kept from frame to frame: a frame's records, their strings and their
+// destruction cost no heap allocation and free until a frame outgrows the
+// block. frame() is valid until the next Next().
+class FrameReader {
+ public:
+  explicit FrameReader(grpc::ClientReader<peer::InventoryFrame>& reader)
+      : reader_(reader), block_(std::make_unique<char[]>(kBlockBytes)) {}
+  bool Next() {
+    frame_ = nullptr;
+    arena_.reset();
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block_.get();
+    options.initial_block_size = kBlockBytes;
+    arena_.emplace(options);
+    frame_ = google::protobuf::Arena::CreateMessage<peer::InventoryFrame>(&*arena_);
+    return reader_.Read(frame_);
+  }
+  const peer::InventoryFrame& frame() const { return *frame_; }
+
+ private:
+  static constexpr size_t kBlockBytes = 256 << 10;
+  grpc::ClientReader<peer::InventoryFrame>& reader_;
+  std::unique_ptr<char[]> block_;
+  std::optional<google::protobuf::Arena> arena_;
+  peer::InventoryFrame* frame_ = nullptr;
+};
 
 }  // namespace
 
@@ -301,16 +332,18 @@ class Inventory::Follower {
   }
 
   bool Follow(grpc::ClientReader<peer::InventoryFrame>& reader) {
-    peer::InventoryFrame f;
+    FrameReader frames(reader);
     auto read = [&] {
-      if (!reader.Read(&f)) return false;
+      if (!frames.Next()) return false;
       inv_->frames_in_.fetch_add(1, std::memory_order_relaxed);
-      inv_->bytes_in_.fetch_add(f.ByteSizeLong(), std::memory_order_relaxed);
+      inv_->bytes_in_.fetch_add(frames.frame().ByteSizeLong(), std::memory_order_relaxed);
       return true;
     };
     if (!read()) return false;
-    if (!f.has_begin() || f.begin().owner_node() != owner_.node_id ||
-        f.begin().owner_uuid() != owner_.runtime_uuid) {
+    // The frame read last (each read replaces it).
+    auto f = [&]() -> const peer::InventoryFrame& { return frames.frame(); };
+    if (!f().has_begin() || f().begin().owner_node() != owner_.node_id ||
+        f().begin().owner_uuid() != owner_.runtime_uuid) {
       return Reject("the stream did not begin with this owner's identity");
     }
     // The snapshot, hidden until it validates.
@@ -320,6 +353,7 @@ class Inventory::Follower {
     uint64_t staged = 0, pages = 0, records = 0;
     XXH3_state_t* st = XXH3_createState();
     XXH3_64bits_reset(st);
+    std::vector<InventoryDelta> deltas;
     auto abandon = [&](bool over_budget) {
       XXH3_freeState(st);
       index.AbandonStaging(staged, over_budget);
@@ -327,19 +361,21 @@ class Inventory::Follower {
     };
     for (;;) {
       if (!read()) return abandon(false);
-      if (f.has_commit()) break;
-      if (!f.has_page()) return abandon(false) || Reject("expected a snapshot page");
-      if (f.page().page_no() != pages) {
-        return abandon(false) || Reject("page " + std::to_string(f.page().page_no()) +
+      if (f().has_commit()) break;
+      if (!f().has_page()) return abandon(false) || Reject("expected a snapshot page");
+      if (f().page().page_no() != pages) {
+        return abandon(false) || Reject("page " + std::to_string(f().page().page_no()) +
                                         " out of order (expected " + std::to_string(pages) + ")");
       }
       ++pages;
       const size_t before = view->bytes();
-      for (const auto& r : f.page().records()) {
+      deltas.clear();
+      for (const auto& r : f().page().records()) {
         Digest(st, r);
-        view->Apply(FromRecord(r, InventoryDelta::kStored));
-        ++records;
+        deltas.push_back(FromRecord(r, InventoryDelta::kStored));
       }
+      view->ApplyAll(deltas);
+      records += deltas.size();
       const uint64_t grown = view->bytes() - before;
       if (!index.ReserveStaging(grown)) {
         spdlog::warn("inventory of {}: view refused, it would pass --index-budget", owner_.node_id);
@@ -347,7 +383,7 @@ class Inventory::Follower {
       }
       staged += grown;
     }
-    const auto& cm = f.commit();
+    const auto& cm = f().commit();
     const uint64_t digest = XXH3_64bits_digest(st);
     if (cm.pages() != pages || cm.records() != records || cm.digest() != digest) {
       return abandon(false) || Reject("snapshot commit does not match what was received");
@@ -355,24 +391,23 @@ class Inventory::Follower {
     XXH3_freeState(st);
     index.Install(owner_.node_id, owner_.runtime_uuid, std::move(view), cm.watermark(), staged);
     // Deltas, contiguous.
-    std::vector<InventoryDelta> deltas;
     while (read()) {
-      if (f.has_reset()) {
-        spdlog::info("inventory of {}: {}", owner_.node_id, f.reset());
+      if (f().has_reset()) {
+        spdlog::info("inventory of {}: {}", owner_.node_id, f().reset());
         return true;
       }
-      if (!f.has_delta()) return Reject("expected a delta batch");
+      if (!f().has_delta()) return Reject("expected a delta batch");
       deltas.clear();
-      for (const auto& ch : f.delta().changes()) {
+      for (const auto& ch : f().delta().changes()) {
         const auto kind = ch.kind() == peer::InventoryChange::STORED    ? InventoryDelta::kStored
                           : ch.kind() == peer::InventoryChange::REMOVED ? InventoryDelta::kRemoved
                                                                         : InventoryDelta::kCleared;
         deltas.push_back(FromRecord(ch.record(), kind));
       }
-      if (!index.ApplyDeltas(owner_.node_id, f.delta().from_sequence(), f.delta().to_sequence(),
+      if (!index.ApplyDeltas(owner_.node_id, f().delta().from_sequence(), f().delta().to_sequence(),
                              deltas)) {
-        return Reject("delta batch " + std::to_string(f.delta().from_sequence()) + ".." +
-                      std::to_string(f.delta().to_sequence()) + " is not contiguous");
+        return Reject("delta batch " + std::to_string(f().delta().from_sequence()) + ".." +
+                      std::to_string(f().delta().to_sequence()) + " is not contiguous");
       }
     }
     return false;

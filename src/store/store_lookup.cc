@@ -2,6 +2,7 @@
 // with concurrent puts) and the operator's evict.
 #include <set>
 
+#include "common/prefetch.h"
 #include "store/store_internal.h"
 
 namespace tierkv {
@@ -9,15 +10,7 @@ namespace tierkv {
 // Lookups and removal.
 
 void Store::PrefetchLocked(const Shard& shard, const std::string& composite) {
-  const Map& map = shard.map;
-  const size_t bucket = map.bucket(composite);
-  const auto first = map.begin(bucket);  // loads the bucket (a miss, waited for)
-  if (first == map.end(bucket)) return;
-  // The entry itself: its key and fields, and the word right after them, where
-  // a node of this library's map caches the hash that a lookup compares first.
-  const char* value = reinterpret_cast<const char*>(&*first);
-  for (size_t at = 0; at < sizeof(Map::value_type); at += 64) __builtin_prefetch(value + at);
-  __builtin_prefetch(value + sizeof(Map::value_type));
+  PrefetchLookup(shard.map, composite);
 }
 
 Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite) {
