@@ -207,7 +207,9 @@ TEST_F(StoreTest, LongBatchesAnswerEachItemAsASingleLookupWould) {
   std::vector<std::string> names;
   for (int i = 0; i < 300; ++i) {
     names.push_back("k" + std::to_string(i));
-    if (i % 3 != 0) ASSERT_TRUE(Put(names.back(), "v" + std::to_string(i)).ok());
+    if (i % 3 != 0) {
+      ASSERT_TRUE(Put(names.back(), "v" + std::to_string(i)).ok());
+    }
   }
   names.push_back("");        // invalid
   names.push_back(names[1]);  // a repeat of a stored key
