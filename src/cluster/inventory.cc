@@ -95,7 +95,7 @@ InventoryDelta FromRecord(const peer::InventoryRecord& r, InventoryDelta::Kind k
 class FrameReader {
  public:
   explicit FrameReader(grpc::ClientReader<peer::InventoryFrame>& reader)
-      : reader_(reader), block_(std::make_unique<char[]>(kBlockBytes)) {}
+      : reader_(reader), block_(std::make_unique_for_overwrite<char[]>(kBlockBytes)) {}
   bool Next() {
     frame_ = nullptr;
     arena_.reset();
