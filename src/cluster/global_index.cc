@@ -48,13 +48,18 @@ void OwnerView::Apply(const InventoryDelta& d) {
 void OwnerView::ApplyAll(std::span<const InventoryDelta> changes) {
   constexpr size_t kWindow = 16;
   std::array<KeyHash, kWindow> hashes;
+  std::array<size_t, kWindow> buckets;
   for (size_t at = 0; at < changes.size(); at += kWindow) {
     const std::span<const InventoryDelta> window =
         changes.subspan(at, std::min(kWindow, changes.size() - at));
     for (size_t i = 0; i < window.size(); ++i) {
-      if (window[i].kind == InventoryDelta::kCleared) continue;
-      hashes[i] = HashOf(window[i].tenant, window[i].key);
-      PrefetchLookup(entries_, hashes[i]);
+      if (window[i].kind != InventoryDelta::kCleared) {
+        hashes[i] = HashOf(window[i].tenant, window[i].key);
+        buckets[i] = entries_.bucket(hashes[i]);
+      }
+    }
+    for (size_t i = 0; i < window.size(); ++i) {
+      if (window[i].kind != InventoryDelta::kCleared) PrefetchBucket(entries_, buckets[i]);
     }
     for (size_t i = 0; i < window.size(); ++i) Apply(window[i], hashes[i]);
   }

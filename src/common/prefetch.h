@@ -9,14 +9,16 @@
 
 namespace tierkv {
 
-// For a std::unordered_map (or set) `map` and a key of its key type: loads
-// the key's bucket (waiting for it) and starts, without waiting, the loads of
-// the bucket's first element and of the word right after it, where a node of
-// this standard library caches the element's hash (what a lookup compares
-// first). The caller holds whatever lock guards `map`. No effect on the map.
+// For a std::unordered_map (or set) `map` and one of its bucket indices
+// (map.bucket(key)): loads the bucket (waiting for it) and starts, without
+// waiting, the loads of the bucket's first element and of the word right
+// after it, where a node of this standard library caches the element's hash
+// (what a lookup compares first). Computing the buckets of several keys first
+// and then calling this for each keeps the loop that waits short, so more of
+// the loads are in flight together. The caller holds whatever lock guards
+// `map`. No effect on the map.
 template <typename Map>
-void PrefetchLookup(const Map& map, const typename Map::key_type& key) {
-  const size_t bucket = map.bucket(key);
+void PrefetchBucket(const Map& map, size_t bucket) {
   const auto first = map.begin(bucket);
   if (first == map.end(bucket)) return;
   const char* element = reinterpret_cast<const char*>(&*first);
@@ -24,6 +26,12 @@ void PrefetchLookup(const Map& map, const typename Map::key_type& key) {
     __builtin_prefetch(element + at);
   }
   __builtin_prefetch(element + sizeof(typename Map::value_type));
+}
+
+// The same for one key.
+template <typename Map>
+void PrefetchLookup(const Map& map, const typename Map::key_type& key) {
+  PrefetchBucket(map, map.bucket(key));
 }
 
 }  // namespace tierkv

@@ -298,9 +298,6 @@ class Store {
   Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
   Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session);
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
-  // Starts loading what a lookup of `composite` reads (its bucket and the
-  // bucket's first entry) without waiting for it; the shard lock is held.
-  static void PrefetchLocked(const Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);
   RemoveAllResult RemoveTenant(std::string_view tenant, bool force);  // uncounted
 

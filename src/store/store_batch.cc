@@ -4,6 +4,7 @@
 #include <array>
 #include <type_traits>
 
+#include "common/prefetch.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 
@@ -79,12 +80,14 @@ constexpr size_t kLookupWindow = 16;
 // As ForEachByShard, for keyed lookups, `kLookupWindow` valid items at a time:
 // the window's shard locks are taken in ascending shard order (`order` is
 // sorted by shard, and every path that holds several shard locks takes them
-// in that order) and held for the whole window; `touch(shard, i)` runs for
-// every item of the window before `fn` runs for any, so the cache misses of
-// their lookups overlap instead of following one another.
-template <typename ShardOf, typename Touch, typename Fn>
+// in that order) and held for the whole window. Before `fn` runs for any item
+// of the window, the bucket of every item's key (`key_of(i)`) is computed,
+// then the loads of every bucket and its first entry are started, in two tight
+// loops: so the cache misses of the window's lookups overlap instead of
+// following one another.
+template <typename ShardOf, typename KeyOf, typename Fn>
 void ForEachKeyByShard(const std::vector<uint32_t>& order, const std::vector<bool>& valid,
-                       ShardOf shard_of, Touch touch, Fn fn) {
+                       ShardOf shard_of, KeyOf key_of, Fn fn) {
   using ShardT = std::remove_reference_t<decltype(shard_of(0u))>;
   struct Held {
     std::array<ShardT*, kLookupWindow> shards{};
@@ -107,7 +110,10 @@ void ForEachKeyByShard(const std::vector<uint32_t>& order, const std::vector<boo
         held.shards[held.n++] = window[k].first;
       }
     }
-    for (size_t k = 0; k < w; ++k) touch(*window[k].first, window[k].second);
+    std::array<size_t, kLookupWindow> buckets;
+    for (size_t k = 0; k < w; ++k)
+      buckets[k] = window[k].first->map.bucket(key_of(window[k].second));
+    for (size_t k = 0; k < w; ++k) PrefetchBucket(window[k].first->map, buckets[k]);
     for (size_t k = 0; k < w; ++k) fn(*window[k].first, window[k].second);
     held.Release();
   }
@@ -214,7 +220,7 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
         ForEachKeyByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](Shard& shard, uint32_t i) { PrefetchLocked(shard, composites[i]); },
+            [&](uint32_t i) -> const std::string& { return composites[i]; },
             [&](Shard& shard, uint32_t i) {
               bool cold = false;
               res[i] = LeaseLocked(shard, composites[i], caller, &cold);
@@ -245,7 +251,7 @@ std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view ten
         ForEachKeyByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](Shard& shard, uint32_t i) { PrefetchLocked(shard, composites[i]); },
+            [&](uint32_t i) -> const std::string& { return composites[i]; },
             [&](Shard& shard, uint32_t i) {
               auto it = shard.map.find(composites[i]);
               if (it == shard.map.end() || !it->second.readable()) {
@@ -266,7 +272,7 @@ std::vector<Result<ObjectInfo>> Store::BatchQuery(const Caller& caller, std::str
         ForEachKeyByShard(
             ShardOrder(composites), valid,
             [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](Shard& shard, uint32_t i) { PrefetchLocked(shard, composites[i]); },
+            [&](uint32_t i) -> const std::string& { return composites[i]; },
             [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
       });
   op_stats_.RecordBatch(Op::kBatchQuery, Op::kQuery, CodesOf(out), caller.rank);

@@ -2,16 +2,11 @@
 // with concurrent puts) and the operator's evict.
 #include <set>
 
-#include "common/prefetch.h"
 #include "store/store_internal.h"
 
 namespace tierkv {
 // ---------------------------------------------------------------------------
 // Lookups and removal.
-
-void Store::PrefetchLocked(const Shard& shard, const std::string& composite) {
-  PrefetchLookup(shard.map, composite);
-}
 
 Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite) {
   auto it = shard.map.find(composite);
