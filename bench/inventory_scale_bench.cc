@@ -14,6 +14,7 @@
 // every requester has them all.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -92,7 +93,8 @@ Scale Run(size_t n, size_t objects, size_t deltas) {
     Owner& o = owners[i];
     StoreOptions so;
     so.journal_bytes = 4u << 20;
-    auto pool = DramPool::Create(8u << 20);
+    // Every object takes at least one 4 KiB block of the pool.
+    auto pool = DramPool::Create(std::max<uint64_t>(8u << 20, (objects + deltas + 1024) * 4096));
     Result<std::unique_ptr<Store>> made = Store::Create(so, std::move(*pool));
     o.store = std::move(*made);
     PutObjects(*o.store, "o" + std::to_string(i) + "-", objects);
