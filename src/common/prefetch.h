@@ -28,12 +28,6 @@ void PrefetchBucket(const Map& map, size_t bucket) {
   __builtin_prefetch(element + sizeof(typename Map::value_type));
 }
 
-// The same for one key.
-template <typename Map>
-void PrefetchLookup(const Map& map, const typename Map::key_type& key) {
-  PrefetchBucket(map, map.bucket(key));
-}
-
 }  // namespace tierkv
 
 #endif  // TIERKV_COMMON_PREFETCH_H_
