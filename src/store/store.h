@@ -282,7 +282,14 @@ class Store {
   Shard& ShardOfId(uint64_t id);
   uint32_t ShardIndex(std::string_view composite) const;
   static uint64_t NextId(Shard& shard);  // shard lock held
-  std::vector<uint32_t> ShardOrder(std::span<const std::string> composites) const;
+  // Item indices ordered by shard; *shard_of gets each item's shard index.
+  std::vector<uint32_t> ShardOrder(std::span<const std::string> composites,
+                                   std::vector<uint32_t>* shard_of) const;
+  // Runs fn(shard, i) for every item i with valid[i], under its shard's lock,
+  // shard by shard in windows of lookups whose loads overlap (store_batch.cc).
+  template <typename Fn>
+  void ForEachKey(const std::vector<std::string>& composites, const std::vector<bool>& valid,
+                  Fn fn);
 
   // Per-item bodies; the shard lock is held by the caller.
   Status CheckPutLocked(Shard& shard, const std::string& composite, const PutOptions& options);

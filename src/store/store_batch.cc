@@ -47,9 +47,12 @@ std::vector<uint32_t> IdShardOrder(std::span<const uint64_t> ids) {
 
 }  // namespace
 
-std::vector<uint32_t> Store::ShardOrder(std::span<const std::string> composites) const {
+std::vector<uint32_t> Store::ShardOrder(std::span<const std::string> composites,
+                                        std::vector<uint32_t>* shard_of) const {
+  shard_of->resize(composites.size());
+  for (size_t i = 0; i < composites.size(); ++i) (*shard_of)[i] = ShardIndex(composites[i]);
   return StableBucketOrder(composites.size(), shards_.size(),
-                           [&](size_t i) { return ShardIndex(composites[i]); });
+                           [&](size_t i) { return (*shard_of)[i]; });
 }
 
 namespace {
@@ -120,6 +123,16 @@ void ForEachKeyByShard(const std::vector<uint32_t>& order, const std::vector<boo
 }
 
 }  // namespace
+
+template <typename Fn>
+void Store::ForEachKey(const std::vector<std::string>& composites, const std::vector<bool>& valid,
+                       Fn fn) {
+  std::vector<uint32_t> shard_of;  // hashed once per item, for the order and the locks
+  const std::vector<uint32_t> order = ShardOrder(composites, &shard_of);
+  ForEachKeyByShard(
+      order, valid, [&](uint32_t i) -> Shard& { return *shards_[shard_of[i]]; },
+      [&](uint32_t i) -> const std::string& { return composites[i]; }, fn);
+}
 
 std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::string_view tenant,
                                                   std::span<const AllocItem> items) {
@@ -217,15 +230,11 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
   std::vector<uint32_t> cold_items;
   auto out = KeyedBatch<Result<LeaseGrant>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
-        ForEachKeyByShard(
-            ShardOrder(composites), valid,
-            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](uint32_t i) -> const std::string& { return composites[i]; },
-            [&](Shard& shard, uint32_t i) {
-              bool cold = false;
-              res[i] = LeaseLocked(shard, composites[i], caller, &cold);
-              if (cold) cold_items.push_back(i);
-            });
+        ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
+          bool cold = false;
+          res[i] = LeaseLocked(shard, composites[i], caller, &cold);
+          if (cold) cold_items.push_back(i);
+        });
       });
   // Values held only on SSD are rewarmed after the shard pass, without its
   // locks, up to the SSD queue depth at a time.
@@ -248,16 +257,12 @@ std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view ten
   std::vector<bool> valid;
   auto out =
       KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
-        ForEachKeyByShard(
-            ShardOrder(composites), valid,
-            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](uint32_t i) -> const std::string& { return composites[i]; },
-            [&](Shard& shard, uint32_t i) {
-              auto it = shard.map.find(composites[i]);
-              if (it == shard.map.end() || !it->second.readable()) {
-                res[i] = NotFound("key not found");
-              }
-            });
+        ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
+          auto it = shard.map.find(composites[i]);
+          if (it == shard.map.end() || !it->second.readable()) {
+            res[i] = NotFound("key not found");
+          }
+        });
       });
   op_stats_.RecordBatch(Op::kBatchExistKey, Op::kExistKey, CodesOf(out), caller.rank);
   return out;
@@ -269,11 +274,8 @@ std::vector<Result<ObjectInfo>> Store::BatchQuery(const Caller& caller, std::str
   std::vector<bool> valid;
   auto out = KeyedBatch<Result<ObjectInfo>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<ObjectInfo>>& res) {
-        ForEachKeyByShard(
-            ShardOrder(composites), valid,
-            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](uint32_t i) -> const std::string& { return composites[i]; },
-            [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
+        ForEachKey(composites, valid,
+                   [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
       });
   op_stats_.RecordBatch(Op::kBatchQuery, Op::kQuery, CodesOf(out), caller.rank);
   return out;
@@ -285,10 +287,8 @@ std::vector<Status> Store::BatchRemove(const Caller& caller, std::string_view te
   std::vector<bool> valid;
   auto out =
       KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
-        ForEachByShard(
-            ShardOrder(composites), valid,
-            [&](uint32_t i) -> Shard& { return ShardFor(composites[i]); },
-            [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
+        ForEachKey(composites, valid,
+                   [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
       });
   DrainSsdTrash();
   op_stats_.RecordBatch(Op::kBatchRemove, Op::kRemove, CodesOf(out), caller.rank);

@@ -239,6 +239,21 @@ TEST_F(StoreTest, LongBatchesAnswerEachItemAsASingleLookupWould) {
   EXPECT_EQ(ids.size(), 201u);  // 200 stored keys and the repeat
   for (const Status& st : store_->BatchRelease({}, ids)) EXPECT_TRUE(st.ok());
   EXPECT_EQ(store_->Stats().active_leases, 0u);
+  // Removal goes through the same windows: each stored key once, the repeat
+  // of a stored key finds it gone, misses and the invalid key as before.
+  const std::vector<Status> removed = store_->BatchRemove({}, "default", keys);
+  ASSERT_EQ(removed.size(), keys.size());
+  size_t ok = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (removed[i].ok()) {
+      ++ok;
+      continue;
+    }
+    EXPECT_EQ(removed[i].code(), i == 300 ? Code::kInvalidArgument : Code::kNotFound) << i;
+  }
+  EXPECT_EQ(ok, 200u);
+  EXPECT_EQ(removed[301].code(), Code::kNotFound);  // the repeat of names[1]
+  EXPECT_EQ(store_->Stats().objects, 0u);
 }
 
 // Batched lookups hold several shard locks at a time. Running them beside
