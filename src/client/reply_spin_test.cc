@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "protocol/frame.h"
+
 namespace tierkv {
 namespace {
 
-constexpr uint16_t kExist = 26;
-constexpr uint16_t kGet = 22;
+constexpr auto kExist = static_cast<uint16_t>(proto::Opcode::kBatchExist);
+constexpr auto kGet = static_cast<uint16_t>(proto::Opcode::kBatchLease);
 
 TEST(ReplySpin, AKindNotYetSeenIsPolledForTheFirstWindow) {
   ReplySpin spin(400);

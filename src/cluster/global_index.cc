@@ -4,28 +4,26 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <mutex>
 
+#include "common/composite_key.h"
 #include "common/prefetch.h"
 
 namespace tierkv {
 
 OwnerView::KeyHash OwnerView::HashOf(std::string_view tenant, std::string_view key) {
-  // One pass over "tenant\0key" built on the stack (the streaming form costs
-  // about three times as much for keys this short): this runs for every
+  // One pass over the composite key, built on the stack (the streaming form
+  // costs about three times as much for keys this short): this runs for every
   // record and delta applied and once per lookup.
   char small[256];
-  const size_t n = tenant.size() + 1 + key.size();
+  const size_t n = CompositeSize(tenant, key);
   std::string large;
   char* buf = small;
   if (n > sizeof small) {
     large.resize(n);
     buf = large.data();
   }
-  std::memcpy(buf, tenant.data(), tenant.size());
-  buf[tenant.size()] = '\0';
-  std::memcpy(buf + tenant.size() + 1, key.data(), key.size());
+  WriteComposite(tenant, key, buf);
   const XXH128_hash_t h = XXH3_128bits(buf, n);
   return KeyHash{h.low64, h.high64};
 }

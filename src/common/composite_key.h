@@ -3,17 +3,28 @@
 #ifndef TIERKV_COMMON_COMPOSITE_KEY_H_
 #define TIERKV_COMMON_COMPOSITE_KEY_H_
 
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace tierkv {
 
+inline size_t CompositeSize(std::string_view tenant, std::string_view key) {
+  return tenant.size() + 1 + key.size();
+}
+
+// Writes the composite of (tenant, key) to `out` (CompositeSize bytes), for a
+// caller that keeps it in a buffer of its own.
+inline void WriteComposite(std::string_view tenant, std::string_view key, char* out) {
+  std::memcpy(out, tenant.data(), tenant.size());
+  out[tenant.size()] = '\0';
+  std::memcpy(out + tenant.size() + 1, key.data(), key.size());
+}
+
 inline std::string Composite(std::string_view tenant, std::string_view key) {
-  std::string out;
-  out.reserve(tenant.size() + 1 + key.size());
-  out.append(tenant);
-  out.push_back('\0');
-  out.append(key);
+  std::string out(CompositeSize(tenant, key), '\0');
+  WriteComposite(tenant, key, out.data());
   return out;
 }
 
