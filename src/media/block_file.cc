@@ -17,9 +17,10 @@
 namespace tierkv {
 
 Status BlockFile::WriteOverlapped(uint64_t offset, const void* data, size_t len, size_t /*piece*/,
-                                  const std::function<void()>& work) {
+                                  const std::function<void()>& work, const Trailer* then) {
   Status st = Write(offset, data, len);
   work();
+  if (st.ok() && then != nullptr) st = Write(then->offset, then->data, then->len);
   return st;
 }
 
@@ -108,18 +109,18 @@ class UringFile final : public FileBase {
   }
   std::string_view engine() const override { return "io_uring"; }
   Status Write(uint64_t offset, const void* data, size_t len) override {
-    return Transfer(true, offset, const_cast<void*>(data), len, len, nullptr, nullptr);
+    return Transfer(true, offset, const_cast<void*>(data), len, len, nullptr, nullptr, nullptr);
   }
   Status Read(uint64_t offset, void* data, size_t len) override {
-    return Transfer(false, offset, data, len, len, nullptr, nullptr);
+    return Transfer(false, offset, data, len, len, nullptr, nullptr, nullptr);
   }
   Status WriteOverlapped(uint64_t offset, const void* data, size_t len, size_t piece,
-                         const std::function<void()>& work) override {
-    return Transfer(true, offset, const_cast<void*>(data), len, piece, &work, nullptr);
+                         const std::function<void()>& work, const Trailer* then) override {
+    return Transfer(true, offset, const_cast<void*>(data), len, piece, &work, then, nullptr);
   }
   Status ReadPieces(uint64_t offset, void* data, size_t len, size_t piece,
                     const std::function<void(const char*, size_t)>& consume) override {
-    return Transfer(false, offset, data, len, piece, nullptr, &consume);
+    return Transfer(false, offset, data, len, piece, nullptr, nullptr, &consume);
   }
 
  private:
@@ -148,34 +149,54 @@ class UringFile final : public FileBase {
     free_.push_back(std::move(r));
   }
 
+  // One transfer in flight: where its bytes are, where they go, how many moved.
+  struct Segment {
+    char* p;
+    uint64_t at;
+    size_t len;
+    size_t done;
+  };
+
   // Moves `len` bytes in pieces of `piece` bytes, at most kDepth in flight.
-  // `work` runs once the first pieces are submitted; `consume` gets pieces in
+  // `work` runs once the first pieces are submitted; `then` (a write) is
+  // submitted after `work` and after every piece; `consume` gets pieces in
   // order as they complete. Short transfers are resubmitted for the rest. On an
-  // error it still waits for everything submitted (the buffer is the caller's).
+  // error it still waits for everything submitted (the buffers are the
+  // caller's), and submits nothing more.
   Status Transfer(bool write, uint64_t offset, void* data, size_t len, size_t piece,
-                  const std::function<void()>* work,
+                  const std::function<void()>* work, const Trailer* then,
                   const std::function<void(const char*, size_t)>* consume) {
     if (Status st = Check(offset, len); !st.ok()) return st;
+    if (then != nullptr) {
+      if (Status st = Check(then->offset, then->len); !st.ok()) return st;
+    }
     std::unique_ptr<Ring> ring = TakeRing();
     if (!ring) return Status(Code::kIoError, "io_uring: cannot create a ring");
     io_uring* r = &ring->ring;
     piece = std::max<size_t>(kBlockAlign, std::min(piece, size_t{1} << 30));
     auto* base = static_cast<char*>(data);
-    const size_t pieces = (len + piece - 1) / piece;
-    std::vector<size_t> done(pieces, 0);  // bytes of each piece transferred
-    auto piece_len = [&](size_t i) { return std::min(piece, len - i * piece); };
+    std::vector<Segment> segs;
+    segs.reserve(len / piece + 2);
+    for (size_t at = 0; at < len; at += piece) {
+      segs.push_back({base + at, offset + at, std::min(piece, len - at), 0});
+    }
+    const size_t pieces = segs.size();
+    if (then != nullptr) {
+      segs.push_back(
+          {static_cast<char*>(const_cast<void*>(then->data)), then->offset, then->len, 0});
+    }
+    size_t ready = pieces;  // segments that may be submitted (the trailer once `work` ran)
     size_t next_prepare = 0, next_consume = 0, prepared = 0, in_flight = 0;
     bool reusable = true;  // false once the ring holds entries of unknown fate
     Status status;
     auto prepare = [&](size_t i) {
       io_uring_sqe* sqe = io_uring_get_sqe(r);
-      char* p = base + i * piece + done[i];
-      const unsigned n = static_cast<unsigned>(piece_len(i) - done[i]);
-      const uint64_t at = offset + i * piece + done[i];
+      Segment& s = segs[i];
+      const auto n = static_cast<unsigned>(s.len - s.done);
       if (write) {
-        io_uring_prep_write(sqe, fd_, p, n, at);
+        io_uring_prep_write(sqe, fd_, s.p + s.done, n, s.at + s.done);
       } else {
-        io_uring_prep_read(sqe, fd_, p, n, at);
+        io_uring_prep_read(sqe, fd_, s.p + s.done, n, s.at + s.done);
       }
       io_uring_sqe_set_data64(sqe, i);
       ++prepared;
@@ -185,7 +206,7 @@ class UringFile final : public FileBase {
     };
     bool worked = work == nullptr;
     for (;;) {
-      while (status.ok() && next_prepare < pieces && prepared + in_flight < kDepth) {
+      while (status.ok() && next_prepare < ready && prepared + in_flight < kDepth) {
         prepare(next_prepare++);
       }
       if (status.ok() && prepared > 0) {
@@ -201,6 +222,8 @@ class UringFile final : public FileBase {
       if (!worked) {
         (*work)();
         worked = true;
+        ready = segs.size();
+        if (ready > pieces) continue;  // submit the trailer before waiting
       }
       if (in_flight == 0) break;
       io_uring_cqe* cqe = nullptr;
@@ -217,26 +240,28 @@ class UringFile final : public FileBase {
       const int res = cqe->res;
       io_uring_cqe_seen(r, cqe);
       --in_flight;
+      Segment& s = segs[i];
       if (res <= 0) {
-        fail(IoError(std::string(write ? "write" : "read") + " at " +
-                         std::to_string(offset + i * piece + done[i]),
+        fail(IoError(std::string(write ? "write" : "read") + " at " + std::to_string(s.at + s.done),
                      res < 0 ? -res : EIO));
         continue;  // wait for the rest
       }
-      done[i] += static_cast<size_t>(res);
-      if (done[i] < piece_len(i)) {
+      s.done += static_cast<size_t>(res);
+      if (s.done < s.len) {
         if (status.ok()) prepare(i);  // short transfer: the rest of the piece
         continue;
       }
-      while (next_consume < pieces && done[next_consume] == piece_len(next_consume)) {
+      while (next_consume < pieces && segs[next_consume].done == segs[next_consume].len) {
         if (status.ok() && consume != nullptr) {
-          (*consume)(base + next_consume * piece, piece_len(next_consume));
+          (*consume)(segs[next_consume].p, segs[next_consume].len);
         }
         ++next_consume;
       }
     }
-    if (status.ok() && next_consume < pieces)
+    if (status.ok() &&
+        std::any_of(segs.begin(), segs.end(), [](const Segment& s) { return s.done < s.len; })) {
       fail(Status(Code::kIoError, "io_uring: lost a piece"));
+    }
     if (reusable && prepared == 0) GiveBack(std::move(ring));
     return status;
   }

@@ -31,12 +31,22 @@ class BlockFile {
   virtual Status Read(uint64_t offset, void* data, size_t len) = 0;
   virtual Status Sync() = 0;
 
+  // A block written once `work` has run (`work` may fill it): the SSD tier's
+  // header, which holds the checksum `work` computes.
+  struct Trailer {
+    uint64_t offset = 0;
+    const void* data = nullptr;
+    size_t len = 0;
+  };
   // Writes `len` bytes in pieces of `piece` bytes (a multiple of 4 KiB) issued
   // together, and runs `work` on the calling thread while they are in flight
-  // (the SSD tier checksums the value meanwhile); returns once both are done.
-  // The default writes, then runs `work`.
+  // (the SSD tier checksums the value meanwhile); then, when `then` is not
+  // null, writes it too. `then` is handed to the kernel after every piece,
+  // but may be written while they still are, and land before them. Returns
+  // once everything is done; on an error, any part may have landed. The
+  // default writes the pieces, runs `work`, then writes `then`.
   virtual Status WriteOverlapped(uint64_t offset, const void* data, size_t len, size_t piece,
-                                 const std::function<void()>& work);
+                                 const std::function<void()>& work, const Trailer* then);
   // Reads `len` bytes in pieces of `piece` bytes (a multiple of 4 KiB) issued
   // together, and calls `consume(piece_data, piece_len)` for each piece in
   // order as soon as it and all before it have arrived (the SSD tier verifies

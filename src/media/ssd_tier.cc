@@ -109,20 +109,26 @@ Result<SsdBlob> SsdTier::Write(BlobHeader h, const void* value) {
     return Status(Code::kNoSpace,
                   "SSD tier full (" + std::to_string(footprint) + " bytes requested)");
   }
-  // Value first (checksummed while it is being written), header last: the blob
-  // exists only once both are down.
-  Status st =
-      file_->WriteOverlapped(extent->offset + kBlobHeaderBytes, value, footprint - kBlobHeaderBytes,
-                             PieceBytes(footprint - kBlobHeaderBytes),
-                             [&] { h.value_checksum = ValueChecksum(value, h.size); });
-  if (st.ok()) {
-    Result<std::string> header = EncodeBlobHeader(h);
-    AlignedBuffer block(kBlobHeaderBytes);
-    std::memcpy(block.data, header->data(), kBlobHeaderBytes);
-    st = file_->Write(extent->offset, block.data, kBlobHeaderBytes);
-  }
+  // The value's pieces go first and are checksummed while they are written;
+  // the header, which holds the checksum, is handed to the kernel after all of
+  // them, while they may still be in flight, so a flush costs one device
+  // round trip, not two. A header that lands without its value (power lost
+  // meanwhile) fails the value's checksum on the first read.
+  AlignedBuffer block(kBlobHeaderBytes);
+  const BlockFile::Trailer header{extent->offset, block.data, kBlobHeaderBytes};
+  Status st = file_->WriteOverlapped(
+      extent->offset + kBlobHeaderBytes, value, footprint - kBlobHeaderBytes,
+      PieceBytes(footprint - kBlobHeaderBytes),
+      [&] {
+        h.value_checksum = ValueChecksum(value, h.size);
+        Result<std::string> encoded = EncodeBlobHeader(h);  // checked above: cannot fail
+        std::memcpy(block.data, encoded->data(), kBlobHeaderBytes);
+      },
+      &header);
   if (!st.ok()) {
-    allocator_.Free(*extent, h.size);
+    // The header may be down: zero it before the extent is reused (Free keeps
+    // the extent out of use when even that fails).
+    (void)Free(SsdBlob{*extent, h});
     return st;
   }
   return SsdBlob{*extent, std::move(h)};

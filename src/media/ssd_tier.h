@@ -1,10 +1,11 @@
 // SsdTier: blobs in one preallocated file, with crash-safe recovery.
 //
 // What it does: places blobs (header + value, docs/ssd-format.md) in extents of
-// a BlockFile handed out by an OffsetAllocator; writes the value first and the
-// header last, so a blob exists on disk only once it is complete; verifies the
-// value checksum on every read; zeroes the header when a blob is freed, so a
-// removed object never comes back after a restart.
+// a BlockFile handed out by an OffsetAllocator; hands the value to the kernel
+// first and the header (with the value's checksum) after it, both in flight
+// together; verifies the value checksum on every read, so a header that landed
+// without its value is never served; zeroes the header when a blob is freed, so
+// a removed object never comes back after a restart.
 //
 // Recovery (Open) scans the file from the start: a valid header makes a blob
 // (its extent is reserved and the scan jumps past it); an empty block is
@@ -13,7 +14,8 @@
 // wins and the older copy is freed. Values are not read during the scan; their
 // checksums are verified when they are read.
 //
-// Costs: one 4 KiB header write and one value write per blob; a 4 KiB write per
+// Costs: one value write and one 4 KiB header write per blob, in flight
+// together (one device round trip); a 4 KiB write per
 // free; the scan reads the file in 1 MiB chunks, skipping blob bodies.
 //
 // Thread-safety: all methods are thread-safe (the allocator and the BlockFile
@@ -56,8 +58,10 @@ class SsdTier {
   // Writes a blob whose value is `value` (`h.size` bytes; `value` must be 4 KiB
   // aligned with at least `h.size` rounded up to 4 KiB readable bytes, as a DRAM
   // pool extent is). Fills the header's checksum and generation.
-  // NO_SPACE when no extent is free; IO_ERROR when writing fails (the extent is
-  // released again); INVALID_ARGUMENT for names that do not fit a header.
+  // NO_SPACE when no extent is free; IO_ERROR when writing fails (the header
+  // block, which may have landed, is zeroed and the extent released again; it
+  // stays out of reuse when even the zeroing fails); INVALID_ARGUMENT for
+  // names that do not fit a header.
   Result<SsdBlob> Write(BlobHeader h, const void* value);
 
   // Reads the value of `blob` into `dst` (4 KiB aligned, `blob.header.size`
