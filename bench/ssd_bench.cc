@@ -3,7 +3,8 @@
 // In one run, on one directory (--dir, default ./bench-ssd), three rounds of:
 //   - the baseline: raw O_DIRECT write, then read, of a freshly preallocated
 //     file in 1 MiB and 4 MiB transfers at queue depth 1, 4 and 16 (that many
-//     threads, each moving every depth-th transfer);
+//     threads, each moving every depth-th transfer), interleaved with tierkv's
+//     flush and rewarm of the same size and depth in eight slices;
 //   - tierkv flush: a store (DRAM pool + SSD tier on the same directory, the
 //     manager's own code) at --ssd-queue-depth 1, 4, 16 demotes objects of that
 //     size to SSD (EvictKeys), and tierkv rewarm: batch gets of the cold objects
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -30,6 +32,7 @@
 
 #include "bench_util.h"
 #include "manager_process.h"
+#include "media/ssd_blob.h"
 #include "store/store.h"
 #include "tierkv/client.h"
 
@@ -58,109 +61,216 @@ struct PoolBuf {
   char* p = nullptr;
 };
 
-// Raw O_DIRECT write then read of `total` bytes in `chunk` transfers, each
-// transfer from (into) its own part of a `total`-byte pool buffer, as the store's
-// transfers come from (go to) different parts of its DRAM pool. `depth`
-// threads each move every depth-th chunk, so that many are in flight.
-void RawBaseline(const std::string& dir, uint64_t chunk, uint64_t total, int depth,
-                 std::vector<Series>* out) {
-  const std::string path = dir + "/raw.dat";
-  std::filesystem::remove(path);
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
-  if (fd < 0 || posix_fallocate(fd, 0, static_cast<off_t>(total)) != 0) {
-    std::fprintf(stderr, "cannot create %s with O_DIRECT\n", path.c_str());
-    if (fd >= 0) close(fd);
-    return;
+// The baseline: raw O_DIRECT transfers of `chunk` bytes to and from the very
+// blocks the store's blobs of that size use in its own SSD file (the value
+// part of the k-th extent, `stride` bytes apart), each from (into) its own part
+// of a pool-like buffer, as the store's transfers come from (go to) different
+// parts of its DRAM pool. On a virtual disk, two regions of one disk can
+// differ by half, so any other blocks would make the ratios a matter of
+// placement.
+class RawRig {
+ public:
+  RawRig(const std::string& path, uint64_t chunk, uint64_t stride, uint64_t count)
+      : chunk_(chunk), stride_(stride), buf_(chunk * count) {
+    fd_ = open(path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+    if (fd_ < 0) std::fprintf(stderr, "cannot open %s with O_DIRECT\n", path.c_str());
+    if (buf_.p == nullptr) {
+      std::fprintf(stderr, "cannot map a %llu-byte buffer\n",
+                   static_cast<unsigned long long>(chunk * count));
+    }
   }
-  PoolBuf buf(total);
-  if (buf.p == nullptr) {
-    std::fprintf(stderr, "cannot map a %llu-byte buffer\n", static_cast<unsigned long long>(total));
-    close(fd);
-    return;
+  ~RawRig() {
+    if (fd_ >= 0) close(fd_);
   }
-  for (const bool write : {true, false}) {
-    Series s{write ? "raw O_DIRECT write (baseline)" : "raw O_DIRECT read (baseline)", chunk,
-             depth};
+  bool ok() const { return fd_ >= 0 && buf_.p != nullptr; }
+
+  // Moves chunks [begin, end) with `depth` threads, each moving every
+  // depth-th chunk, so that many transfers are in flight. Returns the chunks moved.
+  uint64_t Move(bool write, uint64_t begin, uint64_t end, int depth) {
     std::atomic<uint64_t> ops{0};
-    const double t0 = NowSeconds();
     std::vector<std::thread> threads;
     for (int t = 0; t < depth; ++t) {
       threads.emplace_back([&, t] {
-        for (uint64_t off = t * chunk; off < total; off += depth * chunk) {
-          const ssize_t n = write ? pwrite(fd, buf.p + off, chunk, static_cast<off_t>(off))
-                                  : pread(fd, buf.p + off, chunk, static_cast<off_t>(off));
-          if (n != static_cast<ssize_t>(chunk)) break;
+        for (uint64_t k = begin + t; k < end; k += depth) {
+          char* p = buf_.p + k * chunk_;
+          const auto at = static_cast<off_t>(k * stride_ + kBlobHeaderBytes);
+          const ssize_t n = write ? pwrite(fd_, p, chunk_, at) : pread(fd_, p, chunk_, at);
+          if (n != static_cast<ssize_t>(chunk_)) break;
           ++ops;
         }
       });
     }
     for (auto& th : threads) th.join();
-    s.seconds = NowSeconds() - t0;
-    s.ops = ops;
-    out->push_back(std::move(s));
+    return ops;
   }
-  close(fd);
-  std::filesystem::remove(path);
+
+ private:
+  uint64_t chunk_;
+  uint64_t stride_;
+  PoolBuf buf_;
+  int fd_ = -1;
+};
+
+// Writes `size` bytes of zeros over a new file (O_DIRECT, 8 MiB at a time), so
+// that every block the run uses has been written once before: on a virtual
+// disk, blocks written for the first time (allocated on the host then) cost
+// more than blocks written before, and which blocks those are would otherwise
+// decide the ratios. Zeros, so that the SSD tier recovers nothing from it.
+bool Precondition(const std::string& path, uint64_t size) {
+  constexpr uint64_t kStep = 8 * kMiB;
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0644);
+  void* zeros = std::aligned_alloc(4096, kStep);
+  bool ok = fd >= 0 && zeros != nullptr;
+  if (ok) std::memset(zeros, 0, kStep);
+  for (uint64_t at = 0; ok && at < size; at += kStep) {
+    const size_t n = static_cast<size_t>(std::min(kStep, size - at));
+    ok = pwrite(fd, zeros, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
+  }
+  std::free(zeros);
+  if (fd >= 0) close(fd);
+  if (!ok) std::fprintf(stderr, "cannot write %s with O_DIRECT\n", path.c_str());
+  return ok;
 }
 
 // The store's own demotion and rewarm paths on a real SSD tier, at SSD queue
-// depth `depth`: one EvictKeys of everything (groups of `depth` demoted side
-// by side), then batch leases of kRewarmBatch cold keys (their rewarms run
-// `depth` at a time).
-void StoreFlushRewarm(const std::string& dir, uint64_t size, uint64_t total, bool io_uring,
-                      int depth, std::vector<Series>* out) {
-  const std::string path = dir + "/store";
-  std::filesystem::remove_all(path);
-  std::filesystem::create_directories(path);
-  BlockFileOptions fo;
-  fo.use_io_uring = io_uring;
-  auto file = OpenBlockFile(path + "/tierkv-ssd.dat", total + total / 8, fo);
-  if (!file.ok()) {
-    std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
-    return;
+// depth `depth`: `total` bytes of `size`-byte objects put, then demoted by
+// EvictKeys (groups of `depth` side by side) and brought back by batch leases
+// of kRewarmBatch cold keys (their rewarms `depth` at a time), a range of keys
+// at a time.
+class StoreRig {
+ public:
+  StoreRig(const std::string& dir, uint64_t size, uint64_t total, bool io_uring, int depth)
+      : path_(dir + "/store") {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+    if (!Precondition(file_path(), total + total / 8)) return;
+    BlockFileOptions fo;
+    fo.use_io_uring = io_uring;
+    auto file = OpenBlockFile(file_path(), total + total / 8, fo);
+    if (!file.ok()) {
+      std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
+      return;
+    }
+    engine_ = std::string((*file)->engine());
+    std::vector<SsdBlob> recovered;
+    SsdRecoveryStats stats;
+    auto tier = SsdTier::Open(std::move(*file), &recovered, &stats);
+    auto pool = DramPool::Create(total + total / 4, /*huge_pages=*/true);  // as the manager asks
+    if (!tier.ok() || !pool.ok()) return;
+    StoreOptions o;
+    o.high_watermark = o.low_watermark = 1.0;  // nothing moves unless asked
+    o.ssd_high_watermark = o.ssd_low_watermark = 1.0;
+    o.max_object_bytes = 64 * kMiB;
+    o.ssd_queue_depth = depth;
+    auto store = Store::Create(o, std::move(*pool));
+    if (!store.ok() || !(*store)->AttachSsd(std::move(*tier), {}, stats).ok()) return;
+    const uint64_t n = total / size;
+    for (uint64_t i = 0; i < n; ++i) {
+      keys_.push_back("k" + std::to_string(i));
+      auto g = (*store)->Alloc({}, {"default", keys_.back()}, size, {});
+      if (!g.ok()) return;
+      std::memset(g->data, static_cast<int>(i), size);
+      if (!(*store)->Commit({}, g->alloc_id).ok()) return;
+    }
+    store_ = std::move(*store);
   }
-  const std::string engine((*file)->engine());
-  std::vector<SsdBlob> recovered;
-  SsdRecoveryStats stats;
-  auto tier = SsdTier::Open(std::move(*file), &recovered, &stats);
-  auto pool = DramPool::Create(total + total / 4, /*huge_pages=*/true);  // as the manager asks
-  if (!tier.ok() || !pool.ok()) return;
-  StoreOptions o;
-  o.high_watermark = o.low_watermark = 1.0;  // nothing moves unless asked
-  o.ssd_high_watermark = o.ssd_low_watermark = 1.0;
-  o.max_object_bytes = 64 * kMiB;
-  o.ssd_queue_depth = depth;
-  auto store = Store::Create(o, std::move(*pool));
-  if (!store.ok() || !(*store)->AttachSsd(std::move(*tier), {}, stats).ok()) return;
-  Store& st = **store;
-  const uint64_t n = total / size;
-  std::vector<std::string> keys;
-  for (uint64_t i = 0; i < n; ++i) {
-    keys.push_back("k" + std::to_string(i));
-    auto g = st.Alloc({}, {"default", keys.back()}, size, {});
-    if (!g.ok()) return;
-    std::memset(g->data, static_cast<int>(i), size);
-    if (!st.Commit({}, g->alloc_id).ok()) return;
+  ~StoreRig() {
+    store_.reset();
+    std::filesystem::remove_all(path_);
   }
-  Series flush{"tierkv flush (" + engine + ")", size, depth};
-  double t0 = NowSeconds();
-  flush.ops = st.EvictKeys("default", keys);
-  flush.seconds = NowSeconds() - t0;
-  Series rewarm{"tierkv rewarm (" + engine + ")", size, depth};
-  constexpr size_t kRewarmBatch = 64;
-  t0 = NowSeconds();
-  for (size_t at = 0; at < keys.size(); at += kRewarmBatch) {
-    const size_t end = std::min(keys.size(), at + kRewarmBatch);
-    std::vector<std::string_view> batch(keys.begin() + at, keys.begin() + end);
-    for (const auto& l : st.BatchLease({}, "default", batch)) {
-      if (l.ok() && st.Release({}, l->lease_id).ok()) ++rewarm.ops;
+  bool ok() const { return store_ != nullptr; }
+  const std::string& engine() const { return engine_; }
+  std::string file_path() const { return path_ + "/tierkv-ssd.dat"; }
+  // How far apart the blobs of `size`-byte values lie in a fresh tier, whose
+  // allocator hands out exact footprints from the lowest offset up.
+  static uint64_t Stride(uint64_t size) { return BlobFootprint(size); }
+
+  // Demotes keys [begin, end); returns how many moved.
+  uint64_t Flush(size_t begin, size_t end) {
+    return store_->EvictKeys("default", {keys_.begin() + begin, keys_.begin() + end});
+  }
+  // Leases (rewarming) and releases keys [begin, end); returns how many came back.
+  uint64_t Rewarm(size_t begin, size_t end) {
+    constexpr size_t kRewarmBatch = 64;
+    uint64_t ops = 0;
+    for (size_t at = begin; at < end; at += kRewarmBatch) {
+      std::vector<std::string_view> batch(keys_.begin() + at,
+                                          keys_.begin() + std::min(end, at + kRewarmBatch));
+      for (const auto& l : store_->BatchLease({}, "default", batch)) {
+        if (l.ok() && store_->Release({}, l->lease_id).ok()) ++ops;
+      }
+    }
+    return ops;
+  }
+
+ private:
+  std::string path_;
+  std::string engine_;
+  std::vector<std::string> keys_;
+  std::unique_ptr<Store> store_;
+};
+
+// Adds the time and the ops of `fn` to `s`.
+template <typename Fn>
+void Timed(Series* s, Fn&& fn) {
+  const double t0 = NowSeconds();
+  s->ops += fn();
+  s->seconds += NowSeconds() - t0;
+}
+
+// The baseline and tierkv at one object size and depth, interleaved in
+// kSlices slices so that the disk's drift during the run (large on a virtual
+// disk) falls on both alike: each slice's raw write, then its tierkv flush
+// over the same blocks; then each slice's raw read and tierkv rewarm of those
+// blocks, in alternating order.
+void DepthPair(const std::string& dir, uint64_t size, uint64_t total, int depth,
+               std::vector<Series>* out) {
+  constexpr uint64_t kSlices = 8;
+  StoreRig store(dir, size, total, /*io_uring=*/true, depth);
+  if (!store.ok()) return;
+  RawRig raw(store.file_path(), size, StoreRig::Stride(size), total / size);
+  if (!raw.ok()) return;
+  Series raw_w{"raw O_DIRECT write (baseline)", size, depth};
+  Series raw_r{"raw O_DIRECT read (baseline)", size, depth};
+  Series flush{"tierkv flush (" + store.engine() + ")", size, depth};
+  Series rewarm{"tierkv rewarm (" + store.engine() + ")", size, depth};
+  const uint64_t per = total / size / kSlices;  // objects per slice
+  for (const bool writes : {true, false}) {
+    for (uint64_t i = 0; i < kSlices; ++i) {
+      const uint64_t begin = i * per, end = begin + per;
+      auto run_raw = [&] {
+        Timed(writes ? &raw_w : &raw_r, [&] { return raw.Move(writes, begin, end, depth); });
+      };
+      auto run_store = [&] {
+        Timed(writes ? &flush : &rewarm,
+              [&] { return writes ? store.Flush(begin, end) : store.Rewarm(begin, end); });
+      };
+      // The raw writes go first: after the flush, those blocks are the
+      // store's blobs. The reads alternate.
+      if (writes || i % 2 == 0) {
+        run_raw();
+        run_store();
+      } else {
+        run_store();
+        run_raw();
+      }
     }
   }
-  rewarm.seconds = NowSeconds() - t0;
+  for (Series* s : {&raw_w, &raw_r, &flush, &rewarm}) out->push_back(std::move(*s));
+}
+
+// The store's flush and rewarm alone (the pread engine, for reference).
+void StoreAlone(const std::string& dir, uint64_t size, uint64_t total, bool io_uring, int depth,
+                std::vector<Series>* out) {
+  StoreRig store(dir, size, total, io_uring, depth);
+  if (!store.ok()) return;
+  const size_t n = total / size;
+  Series flush{"tierkv flush (" + store.engine() + ")", size, depth};
+  Series rewarm{"tierkv rewarm (" + store.engine() + ")", size, depth};
+  Timed(&flush, [&] { return store.Flush(0, n); });
+  Timed(&rewarm, [&] { return store.Rewarm(0, n); });
   out->push_back(std::move(flush));
   out->push_back(std::move(rewarm));
-  store->reset();
-  std::filesystem::remove_all(path);
 }
 
 int64_t Metric(const std::string& body, const std::string& name) {
@@ -258,11 +368,8 @@ int Main(const Options& opt) {
   for (int round = 0; round < kRounds; ++round) {
     std::vector<Series>& runs = rounds[round];
     for (uint64_t size : {kMiB, 4 * kMiB}) {
-      for (int depth : kDepths) {
-        RawBaseline(opt.dir, size, total, depth, &runs);
-        StoreFlushRewarm(opt.dir, size, total, /*io_uring=*/true, depth, &runs);
-      }
-      StoreFlushRewarm(opt.dir, size, total, /*io_uring=*/false, 1, &runs);
+      for (int depth : kDepths) DepthPair(opt.dir, size, total, depth, &runs);
+      StoreAlone(opt.dir, size, total, /*io_uring=*/false, 1, &runs);
     }
     round_ratios[round] = DepthRatios(runs);
     // The mixed workloads, with a bound from this round's own figures.
