@@ -185,7 +185,8 @@ class UringFile final : public FileBase {
       segs.push_back(
           {static_cast<char*>(const_cast<void*>(then->data)), then->offset, then->len, 0});
     }
-    size_t ready = pieces;  // segments that may be submitted (the trailer once `work` ran)
+    // Segments that may be submitted: the trailer only once `work` has run.
+    size_t ready = work == nullptr ? segs.size() : pieces;
     size_t next_prepare = 0, next_consume = 0, prepared = 0, in_flight = 0;
     bool reusable = true;  // false once the ring holds entries of unknown fate
     Status status;

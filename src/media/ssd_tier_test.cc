@@ -297,11 +297,24 @@ TEST_P(RealFileTest, PiecesArriveInOrderAndOverlappedWorkRuns) {
   constexpr size_t kLen = 3 * (1 << 20) + 8192;  // not a multiple of the piece
   Value v(kLen, 0);
   for (size_t i = 0; i < kLen; ++i) v.data[i] = static_cast<char>(i * 7 + i / 4096);
+  // The trailer is filled by the overlapped work, so only a trailer written
+  // after the work has run carries it; 128 KiB pieces are more than a ring
+  // holds at once, so the trailer also waits for pieces still to be issued.
+  Value trailer(4096, 0);
+  const BlockFile::Trailer then{0, trailer.data, 4096};
   bool worked = false;
   ASSERT_TRUE((*f)->WriteOverlapped(
-                      4096, v.data, kLen, 256 << 10, [&] { worked = true; }, nullptr)
+                      4096, v.data, kLen, 128 << 10,
+                      [&] {
+                        std::memset(trailer.data, 'T', 4096);
+                        worked = true;
+                      },
+                      &then)
                   .ok());
   EXPECT_TRUE(worked);
+  Value head(4096, 0);
+  ASSERT_TRUE((*f)->Read(0, head.data, 4096).ok());
+  EXPECT_EQ(std::memcmp(head.data, trailer.data, 4096), 0);
   Value out(kLen, 0);
   size_t next = 0;
   ValueHasher hasher;
