@@ -50,6 +50,23 @@ std::unique_ptr<SsdTier> OpenOn(std::shared_ptr<std::string> bytes, std::vector<
   return std::move(t).value();
 }
 
+// An SSD tier over in-memory bytes that a test reopens as a restart would.
+struct MemTier {
+  explicit MemTier(size_t size) : bytes(std::make_shared<std::string>(size, '\0')) { Reopen(); }
+  // Drops the tier and recovers a new one from the same bytes.
+  void Reopen() {
+    tier.reset();
+    blobs.clear();
+    stats = {};
+    tier = OpenOn(bytes, &blobs, &stats, &file);
+  }
+  std::shared_ptr<std::string> bytes;
+  std::vector<SsdBlob> blobs;  // what the last (re)open recovered
+  SsdRecoveryStats stats;
+  MemFile* file = nullptr;
+  std::unique_ptr<SsdTier> tier;
+};
+
 TEST(BlobHeader, RoundTripsAndRejectsDamage) {
   BlobHeader h = Header("prefix/abc", 12345);
   h.value_checksum = 77;
@@ -146,31 +163,26 @@ TEST(SsdTier, NewestGenerationWinsAndOldCopiesAreCleared) {
 }
 
 TEST(SsdTier, TornAndCorruptBlobsAreDroppedAndCounted) {
-  auto bytes = std::make_shared<std::string>(1 << 20, '\0');
-  std::vector<SsdBlob> blobs;
-  SsdRecoveryStats stats;
-  MemFile* file = nullptr;
-  auto tier = OpenOn(bytes, &blobs, &stats, &file);
+  MemTier m(1 << 20);
   Value good(4096, 'g'), bad_header(4096, 'h'), bad_value(4096, 'v'), torn(4096, 't');
-  auto g = tier->Write(Header("good", good.size), good.data);
-  auto h = tier->Write(Header("bad-header", bad_header.size), bad_header.data);
-  auto v = tier->Write(Header("bad-value", bad_value.size), bad_value.data);
+  auto g = m.tier->Write(Header("good", good.size), good.data);
+  auto h = m.tier->Write(Header("bad-header", bad_header.size), bad_header.data);
+  auto v = m.tier->Write(Header("bad-value", bad_value.size), bad_value.data);
   ASSERT_TRUE(g.ok() && h.ok() && v.ok());
   // A crash between the value and the header of the next blob: the header
   // write (the second write of that blob) never happens.
-  file->fail_write = [](int call, uint64_t) { return call == 8; };
-  Status st = tier->Write(Header("torn", torn.size), torn.data).status();
+  m.file->fail_write = [](int call, uint64_t) { return call == 8; };
+  Status st = m.tier->Write(Header("torn", torn.size), torn.data).status();
   EXPECT_EQ(st.code(), Code::kIoError);
-  (*bytes)[h->extent.offset + 60] ^= 0x20;                     // a damaged header name
-  (*bytes)[v->extent.offset + kBlobHeaderBytes + 10] ^= 0x20;  // a damaged value
-  tier.reset();
+  (*m.bytes)[h->extent.offset + 60] ^= 0x20;                     // a damaged header name
+  (*m.bytes)[v->extent.offset + kBlobHeaderBytes + 10] ^= 0x20;  // a damaged value
 
-  tier = OpenOn(bytes, &blobs, &stats);
-  EXPECT_EQ(stats.corrupt, 1u);
-  ASSERT_EQ(stats.blobs, 2u);  // good and bad-value (its header is intact)
-  for (const SsdBlob& blob : blobs) {
+  m.Reopen();
+  EXPECT_EQ(m.stats.corrupt, 1u);
+  ASSERT_EQ(m.stats.blobs, 2u);  // good and bad-value (its header is intact)
+  for (const SsdBlob& blob : m.blobs) {
     Value out(4096, 0);
-    Status read = tier->Read(blob, out.data);
+    Status read = m.tier->Read(blob, out.data);
     if (blob.header.key == "good") {
       EXPECT_TRUE(read.ok());
     } else {
@@ -181,45 +193,37 @@ TEST(SsdTier, TornAndCorruptBlobsAreDroppedAndCounted) {
 }
 
 TEST(SsdTier, AHeaderThatLandsWithoutItsValueIsClearedAndItsExtentReused) {
-  auto bytes = std::make_shared<std::string>(1 << 20, '\0');
-  std::vector<SsdBlob> blobs;
-  SsdRecoveryStats stats;
-  MemFile* file = nullptr;
-  auto tier = OpenOn(bytes, &blobs, &stats, &file);
+  MemTier m(1 << 20);
   Value kept(4096, 'k'), lost(8192, 'l');
-  ASSERT_TRUE(tier->Write(Header("kept", kept.size), kept.data).ok());
-  const uint64_t free_before = tier->Stats().free;
+  ASSERT_TRUE(m.tier->Write(Header("kept", kept.size), kept.data).ok());
+  const uint64_t free_before = m.tier->Stats().free;
   // The value's write (call 3) fails; the header (call 4) still lands, as it
   // may on a device where both are in flight together.
-  file->fail_write = [](int call, uint64_t) { return call == 3; };
-  EXPECT_EQ(tier->Write(Header("lost", lost.size), lost.data).code(), Code::kIoError);
-  EXPECT_EQ(tier->Stats().free, free_before);  // the extent is free again
+  m.file->fail_write = [](int call, uint64_t) { return call == 3; };
+  EXPECT_EQ(m.tier->Write(Header("lost", lost.size), lost.data).code(), Code::kIoError);
+  EXPECT_EQ(m.tier->Stats().free, free_before);  // the extent is free again
   // ...and its header block is zero: no recovery takes it for a blob.
-  tier.reset();
-  blobs.clear();
-  tier = OpenOn(bytes, &blobs, &stats, &file);
-  EXPECT_EQ(stats.corrupt, 0u);
-  ASSERT_EQ(blobs.size(), 1u);
-  EXPECT_EQ(blobs[0].header.key, "kept");
+  m.Reopen();
+  EXPECT_EQ(m.stats.corrupt, 0u);
+  ASSERT_EQ(m.blobs.size(), 1u);
+  EXPECT_EQ(m.blobs[0].header.key, "kept");
   Value again(8192, 'a');
-  auto reused = tier->Write(Header("again", again.size), again.data);
+  auto reused = m.tier->Write(Header("again", again.size), again.data);
   ASSERT_TRUE(reused.ok());
-  tier.reset();
-  blobs.clear();
-  tier = OpenOn(bytes, &blobs, &stats, &file);
-  EXPECT_EQ(stats.corrupt, 0u);
-  ASSERT_EQ(blobs.size(), 2u);
-  for (const SsdBlob& blob : blobs) {
+  m.Reopen();
+  EXPECT_EQ(m.stats.corrupt, 0u);
+  ASSERT_EQ(m.blobs.size(), 2u);
+  for (const SsdBlob& blob : m.blobs) {
     EXPECT_NE(blob.header.key, "lost");
     Value out(blob.header.size, 0);
-    EXPECT_TRUE(tier->Read(blob, out.data).ok()) << blob.header.key;
+    EXPECT_TRUE(m.tier->Read(blob, out.data).ok()) << blob.header.key;
   }
 
   // When the header cannot be zeroed either, the extent stays out of use.
-  const uint64_t free_now = tier->Stats().free;
-  file->fail_write = [](int, uint64_t) { return true; };
-  EXPECT_EQ(tier->Write(Header("lost", lost.size), lost.data).code(), Code::kIoError);
-  EXPECT_LT(tier->Stats().free, free_now);
+  const uint64_t free_now = m.tier->Stats().free;
+  m.file->fail_write = [](int, uint64_t) { return true; };
+  EXPECT_EQ(m.tier->Write(Header("lost", lost.size), lost.data).code(), Code::kIoError);
+  EXPECT_LT(m.tier->Stats().free, free_now);
 }
 
 TEST(SsdTier, AHeaderThatRunsPastTheEndIsCorrupt) {
@@ -235,20 +239,17 @@ TEST(SsdTier, AHeaderThatRunsPastTheEndIsCorrupt) {
 }
 
 TEST(SsdTier, FullAndFailingDevices) {
-  std::vector<SsdBlob> blobs;
-  SsdRecoveryStats stats;
-  MemFile* file = nullptr;
-  auto tier = OpenOn(std::make_shared<std::string>(16 << 10, '\0'), &blobs, &stats, &file);
+  MemTier m(16 << 10);
   Value v(4096, 'x');
-  ASSERT_TRUE(tier->Write(Header("a", v.size), v.data).ok());
-  ASSERT_TRUE(tier->Write(Header("b", v.size), v.data).ok());
-  EXPECT_EQ(tier->Write(Header("c", v.size), v.data).code(), Code::kNoSpace);
-  file->fail_write = [](int, uint64_t) { return true; };
-  EXPECT_EQ(tier->Stats().free, 0u);
+  ASSERT_TRUE(m.tier->Write(Header("a", v.size), v.data).ok());
+  ASSERT_TRUE(m.tier->Write(Header("b", v.size), v.data).ok());
+  EXPECT_EQ(m.tier->Write(Header("c", v.size), v.data).code(), Code::kNoSpace);
+  m.file->fail_write = [](int, uint64_t) { return true; };
+  EXPECT_EQ(m.tier->Stats().free, 0u);
   // A failed free keeps the extent out of reuse.
   const SsdBlob first{{0, 8192}, Header("a", 4096)};
-  EXPECT_EQ(tier->Free(first).code(), Code::kIoError);
-  EXPECT_EQ(tier->Stats().free, 0u);
+  EXPECT_EQ(m.tier->Free(first).code(), Code::kIoError);
+  EXPECT_EQ(m.tier->Stats().free, 0u);
 }
 
 class RealFileTest : public ::testing::TestWithParam<bool> {};
