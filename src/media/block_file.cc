@@ -185,8 +185,6 @@ class UringFile final : public FileBase {
       segs.push_back(
           {static_cast<char*>(const_cast<void*>(then->data)), then->offset, then->len, 0});
     }
-    // Segments that may be submitted: the trailer only once `work` has run.
-    size_t ready = work == nullptr ? segs.size() : pieces;
     size_t next_prepare = 0, next_consume = 0, prepared = 0, in_flight = 0;
     bool reusable = true;  // false once the ring holds entries of unknown fate
     Status status;
@@ -207,6 +205,8 @@ class UringFile final : public FileBase {
     };
     bool worked = work == nullptr;
     for (;;) {
+      // The trailer may be submitted only once `work` has run.
+      const size_t ready = worked ? segs.size() : pieces;
       while (status.ok() && next_prepare < ready && prepared + in_flight < kDepth) {
         prepare(next_prepare++);
       }
@@ -223,8 +223,7 @@ class UringFile final : public FileBase {
       if (!worked) {
         (*work)();
         worked = true;
-        ready = segs.size();
-        if (ready > pieces) continue;  // submit the trailer before waiting
+        if (segs.size() > pieces) continue;  // submit the trailer before waiting
       }
       if (in_flight == 0) break;
       io_uring_cqe* cqe = nullptr;
