@@ -14,6 +14,10 @@
 // the server's authorization threads) then a READ after its answer, against
 // the READ written right behind the AUTHORIZE (AuthorizeAndRead), p50 and p99
 // latency of the pair, interleaved in the same rounds.
+//
+// Every transport figure is taken twice in the same rounds: by a transport
+// that polls the socket before a wait sleeps (spin_us 400, the manager's
+// default --spin-us) and by one that sleeps at once (spin_us 0).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -115,38 +119,54 @@ int Main(int argc, char** argv) {
   const std::string ep = "127.0.0.1:" + std::to_string(server.port());
   transfer::TcpTransportOptions to;
   to.connections_per_peer = 4;
+  to.spin_us = 400;
   auto transport = transfer::TcpTransport::Create(to);
-  if (!transport.ok()) return 1;
+  to.spin_us = 0;
+  auto sleeper = transfer::TcpTransport::Create(to);
+  if (!transport.ok() || !sleeper.ok()) return 1;
   // Connections opened before the clock starts.
   (void)ChannelGBps(**transport, grant, ep, kMiB, 16 * kMiB, 4);
+  (void)ChannelGBps(**sleeper, grant, ep, kMiB, 16 * kMiB, 4);
   std::vector<Series> series;
   std::vector<Ratio> ratios;
   constexpr int kRounds = 3;
   bool failed = false;
   for (uint64_t size : {kMiB, 16 * kMiB}) {
     for (int threads : {1, 4}) {
-      std::vector<double> streamed, fetched, channel;
+      std::vector<double> streamed, fetched, channel, slept, polled_by_slept;
       for (int r = 0; r < kRounds; ++r) {
         streamed.push_back(RawTcpGBps(size, total, threads, false));
         fetched.push_back(RawTcpGBps(size, total, threads, true));
+        // Which transport goes first alternates from round to round.
+        const bool poller_first = r % 2 == 0;
+        if (!poller_first) slept.push_back(ChannelGBps(**sleeper, grant, ep, size, total, threads));
         channel.push_back(ChannelGBps(**transport, grant, ep, size, total, threads));
-        failed = failed || channel.back() == 0;
+        if (poller_first) slept.push_back(ChannelGBps(**sleeper, grant, ep, size, total, threads));
+        failed = failed || channel.back() == 0 || slept.back() == 0;
+        polled_by_slept.push_back(channel.back() / std::max(slept.back(), 1e-9));
       }
       const double s = Median(streamed), f = Median(fetched), c = Median(channel);
       const std::string x = " x" + std::to_string(threads);
       AddRateSeries(&series, size, threads, total,
-                    {{"plain tcp copy", s}, {"plain tcp fetch", f}, {"data channel read", c}});
+                    {{"plain tcp copy", s},
+                     {"plain tcp fetch", f},
+                     {"data channel read", c},
+                     {"data channel read, no polling", Median(slept)}});
       ratios.push_back({"data channel " + SizeName(size) + x + " / tcp fetch" + x, c / f, 0});
       ratios.push_back({"data channel " + SizeName(size) + x + " / plain tcp" + x, c / s, 0});
+      ratios.push_back({"data channel " + SizeName(size) + x + ", polling / not (median of 3)",
+                        Median(polled_by_slept), 0});
     }
   }
   for (uint64_t size : {uint64_t{4096}, kMiB}) {
-    std::vector<Series> two, one;
+    std::vector<Series> two, one, one_slept;
     for (int r = 0; r < kRounds; ++r) {
       two.emplace_back("authorize, then read", size, 1);
       one.emplace_back("authorize and read, one trip", size, 1);
+      one_slept.emplace_back("authorize and read, one trip, no polling", size, 1);
       failed = !AuthorizedReads(**transport, grant, ep, size, 300, false, &two.back()) || failed;
       failed = !AuthorizedReads(**transport, grant, ep, size, 300, true, &one.back()) || failed;
+      failed = !AuthorizedReads(**sleeper, grant, ep, size, 300, true, &one_slept.back()) || failed;
     }
     auto p50 = [](const Series& x) { return x.PercentileUs(50); };
     auto mid = [&](std::vector<Series>& v) -> Series& {
@@ -156,10 +176,14 @@ int Main(int argc, char** argv) {
     };
     Series& t = mid(two);
     Series& o = mid(one);
+    Series& os = mid(one_slept);
     ratios.push_back(
         {"authorize+read p50 " + SizeName(size) + ", two trips / one", p50(t) / p50(o), 0});
+    ratios.push_back({"authorize+read p50 " + SizeName(size) + ", one trip, no polling / polling",
+                      p50(os) / p50(o), 0});
     series.push_back(std::move(t));
     series.push_back(std::move(o));
+    series.push_back(std::move(os));
   }
   server.Stop();
   PrintTable(series);

@@ -416,6 +416,71 @@ TEST_F(GrantsTest, ConcurrentReadersOverEveryServerThreadEachGetTheirBytes) {
   EXPECT_EQ(server.Start().code(), Code::kInternal);
 }
 
+// A reader that polls the socket before it sleeps reads the same bytes as one
+// that sleeps at once; the one that sleeps never polls.
+TEST_F(GrantsTest, APollingReaderAndASleepingOneReadTheSameBytes) {
+  GrantTable& t = Table(16 * kMiB);
+  const uint64_t small = Put("small", 4096, 's');
+  const uint64_t large = Put("large", 3 * kMiB + 7, 'l');
+  ASSERT_TRUE(Ask(21, {{"t", "small", small}, {"t", "large", large}}).ok());
+  Channel c = Serve(t);
+  transfer::TcpTransportOptions polling;
+  polling.spin_us = 400;
+  transfer::TcpTransportOptions sleeping;
+  auto poller = transfer::TcpTransport::Create(polling);
+  auto sleeper = transfer::TcpTransport::Create(sleeping);
+  ASSERT_TRUE(poller.ok() && sleeper.ok());
+  for (transfer::TcpTransport* reader : {poller->get(), sleeper->get()}) {
+    for (int n = 0; n < 20; ++n) {
+      const bool big = n % 2 == 1;
+      std::vector<uint8_t> dest(big ? 3 * kMiB + 7 : 4096);
+      const Status st =
+          reader->Read(c.ep, {21, big ? 1u : 0u, big ? large : small, 0, dest.size()}, dest.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const uint8_t fill = big ? 'l' : 's';
+      ASSERT_TRUE(std::all_of(dest.begin(), dest.end(), [&](uint8_t b) { return b == fill; }));
+    }
+  }
+  const transfer::TcpTransportWaits slept = (*sleeper)->Waits();
+  EXPECT_EQ(slept.polled, 0u);
+  EXPECT_EQ(slept.caught, 0u);
+  EXPECT_GT(slept.slept, 0u);  // 3 MiB cannot come in one piece with the request's write
+  const transfer::TcpTransportWaits polled = (*poller)->Waits();
+  EXPECT_GT(polled.polled, 0u);
+  EXPECT_LE(polled.caught, polled.polled);
+}
+
+// An owner that never answers: a reader that polls first still gives up after
+// its I/O budget, as one that sleeps does, and closes the connection.
+TEST(DataChannel, APollingReaderStillTimesOutASilentOwner) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acc(io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::thread owner([&] {
+    asio::ip::tcp::socket s(io);
+    acc.accept(s);
+    uint8_t req[transfer::kRequestBytes];
+    asio::read(s, asio::buffer(req));
+    uint8_t end = 0;
+    asio::error_code ec;
+    asio::read(s, asio::buffer(&end, 1), ec);  // no answer; until the reader hangs up
+  });
+  transfer::TcpTransportOptions o;
+  o.spin_us = 400;
+  o.io_timeout_ms = 200;
+  auto made = transfer::TcpTransport::Create(o);
+  ASSERT_TRUE(made.ok());
+  std::vector<uint8_t> dest(4096);
+  const Status st = (*made)->Read("127.0.0.1:" + std::to_string(acc.local_endpoint().port()),
+                                  {1, 0, 1, 0, dest.size()}, dest.data());
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("timed out"), std::string::npos) << st.ToString();
+  owner.join();  // the reader closed the connection: the owner's read ended
+  const transfer::TcpTransportWaits w = (*made)->Waits();
+  EXPECT_GE(w.polled, 1u);
+  EXPECT_EQ(w.caught, 0u);  // nothing ever came
+  EXPECT_GE(w.slept, 1u);
+}
+
 // A stand-in owner that answers one READ with the asked bytes, their trailer
 // hash off by one: the requester must refuse them, whether the value arrives
 // in one piece or in several hashed as they come.

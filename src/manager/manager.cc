@@ -74,6 +74,7 @@ Status Manager::WireRemoteReads() {
   data_server_ = std::make_unique<transfer::DataServer>(dso, data_grants_.get());
   transfer::TcpTransportOptions to;
   to.connections_per_peer = cl.data_connections;
+  to.spin_us = config_.server.spin_us;
   to.tls = tls;
   Result<std::unique_ptr<transfer::TcpTransport>> transport = transfer::TcpTransport::Create(to);
   if (!transport.ok()) return transport.status();

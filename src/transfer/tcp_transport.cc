@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "media/checksum.h"
+#include "protocol/socket_io.h"
 #include "transfer/asio_util.h"
 
 namespace tierkv::transfer {
@@ -15,26 +16,80 @@ struct TcpTransport::Conn {
   asio::io_context io;
   tcp::socket sock{io};
   std::unique_ptr<asio::ssl::stream<tcp::socket>> tls;  // with TLS: owns the socket
+  // How long this connection's waits for the owner's bytes take (the answer
+  // to a request, the next piece of a value): the window polled before sleeping.
+  proto::WaitAverage waits;
   tcp::socket& lowest() { return tls ? tls->next_layer() : sock; }
 };
 
 namespace {
 
+// A connection's first wait, before it has learnt any, is polled this long
+// (capped), as a client's first reply of a kind is.
+constexpr int kFirstPollUs = 50;
+// At most this many calls of one transport poll at once; the others sleep at
+// once. Each poller holds a core; the owner's sending threads need cores too.
+constexpr int kMaxPollers = 1;
+
 Status Lost(const std::string& endpoint, const std::string& what) {
   return Status(Code::kUnavailable, "data channel to " + endpoint + ": " + what);
+}
+
+// How a call waits for the owner: `waits` (null: never polls) learns how long
+// its waits take, and each is busy-polled for up to its window, at most
+// `cap_us`, before the thread sleeps (proto::WaitAverage, as the client waits
+// for a manager's reply): an answer that comes while the caller polls costs
+// no wake-up of a sleeping thread. `counts` is the transport's.
+struct Waiting {
+  proto::WaitAverage* waits = nullptr;
+  int cap_us = 0;
+  TcpTransport::WaitCounters* counts = nullptr;
+};
+
+// Polls `fd` for up to `window` µs unless kMaxPollers calls of the transport
+// poll already; true when it became readable.
+bool PollOwner(int fd, int window, TcpTransport::WaitCounters& counts) {
+  if (window <= 0) return false;
+  if (counts.pollers.fetch_add(1, std::memory_order_relaxed) >= kMaxPollers) {
+    counts.pollers.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  counts.polled.fetch_add(1, std::memory_order_relaxed);
+  const bool ready = proto::SpinReadable(fd, window);
+  counts.pollers.fetch_sub(1, std::memory_order_relaxed);
+  if (ready) counts.caught.fetch_add(1, std::memory_order_relaxed);
+  return ready;
 }
 
 // Runs `op` (a coroutine on conn.io) to its end or until `budget` passes, in
 // which case the socket is closed and the call fails.
 template <class Op>
 Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::milliseconds budget, Op op,
-                  const std::string& endpoint) {
+                  const std::string& endpoint, Waiting waiting = {}) {
+  using Clock = std::chrono::steady_clock;
   std::optional<Status> result;
   io.restart();
   asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, Status st) {
     result = e ? Lost(endpoint, "internal error") : std::move(st);
   });
-  io.run_for(budget);
+  const Clock::time_point deadline = Clock::now() + budget;
+  for (;;) {
+    io.poll();  // every step that can go on without waiting
+    if (result || io.stopped()) break;
+    // Waiting for the owner: poll its socket first, then sleep.
+    if (waiting.waits == nullptr) {
+      if (io.run_one_until(deadline) == 0) break;  // the budget is spent
+      continue;
+    }
+    const Clock::time_point t0 = Clock::now();
+    const int window = waiting.waits->PollUs(waiting.cap_us, kFirstPollUs);
+    if (!PollOwner(sock.native_handle(), window, *waiting.counts)) {
+      waiting.counts->slept.fetch_add(1, std::memory_order_relaxed);
+      if (io.run_one_until(deadline) == 0) break;  // the budget is spent
+    }
+    waiting.waits->Record(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  }
   if (!result) {
     asio::error_code ignored;
     sock.close(ignored);
@@ -48,9 +103,11 @@ Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::millisec
 // Runs `make(stream)` on `c`'s TLS stream when it has one, else on its socket,
 // bounded by `budget` as RunBounded.
 template <class Conn, class MakeOp>
-Status RunOn(Conn& c, std::chrono::milliseconds budget, MakeOp make, const std::string& endpoint) {
-  return c.tls ? RunBounded(c.io, c.lowest(), budget, make(*c.tls), endpoint)
-               : RunBounded(c.io, c.sock, budget, make(c.sock), endpoint);
+Status RunOn(Conn& c, std::chrono::milliseconds budget, int spin_cap_us,
+             TcpTransport::WaitCounters& counts, MakeOp make, const std::string& endpoint) {
+  const Waiting waiting{&c.waits, spin_cap_us, &counts};
+  return c.tls ? RunBounded(c.io, c.lowest(), budget, make(*c.tls), endpoint, waiting)
+               : RunBounded(c.io, c.sock, budget, make(c.sock), endpoint, waiting);
 }
 
 // Reads and decodes a response head.
@@ -298,7 +355,7 @@ Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, u
   bool in_step = false;
   const auto budget = IoBudget(options_.io_timeout_ms, req.length);
   Status st = RunOn(
-      c, budget,
+      c, budget, options_.spin_us, waits_,
       [&](auto& stream) { return ReadOnce(stream, req, dest, endpoint, &in_step, checksum); },
       endpoint);
   Return(endpoint, std::move(*conn), in_step);
@@ -315,7 +372,7 @@ Result<std::string> TcpTransport::Authorize(const std::string& endpoint, uint64_
   std::string answer;
   const auto budget = std::chrono::milliseconds(timeout_ms);
   Status st = RunOn(
-      c, budget,
+      c, budget, options_.spin_us, waits_,
       [&](auto& stream) {
         return AuthorizeOnce(stream, ticket, request, &answer, endpoint, &in_step);
       },
@@ -342,7 +399,7 @@ Result<std::string> TcpTransport::AuthorizeAndRead(const std::string& endpoint, 
   const auto budget =
       std::chrono::milliseconds(timeout_ms) + IoBudget(options_.io_timeout_ms, first.length);
   Status st = RunOn(
-      c, budget,
+      c, budget, options_.spin_us, waits_,
       [&](auto& stream) {
         return AuthorizeAndReadOnce(stream, ticket, request, &answer, first, dest, checksum,
                                     read_status, endpoint, &in_step);
@@ -351,6 +408,10 @@ Result<std::string> TcpTransport::AuthorizeAndRead(const std::string& endpoint, 
   Return(pool_key, std::move(*conn), in_step);
   if (!st.ok()) return st;
   return answer;
+}
+
+TcpTransportWaits TcpTransport::Waits() const {
+  return {waits_.polled.load(), waits_.caught.load(), waits_.slept.load()};
 }
 
 void TcpTransport::Forget(const std::string& endpoint) {

@@ -11,10 +11,17 @@
 // every connection does a handshake that presents this manager's certificate and requires the
 // owner's to chain to the CA.
 //
+// Waiting for the owner's bytes (an answer, the next piece of a value), a call
+// first busy-polls the socket for about twice the connection's usual wait, at
+// most spin_us, and sleeps only then (proto::WaitAverage, as a client waits
+// for its manager's reply); the thread's proto::SpinBackoff stops the polling
+// while other tasks keep taking its core.
+//
 // Thread-safety: thread-safe.
 #ifndef TIERKV_TRANSFER_TCP_TRANSPORT_H_
 #define TIERKV_TRANSFER_TCP_TRANSPORT_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -36,11 +43,25 @@ struct TcpTransportOptions {
   size_t connections_per_peer = 4;
   int64_t connect_timeout_ms = 3000;
   int64_t io_timeout_ms = 10000;
-  TlsFiles tls;  // enabled: connections are TLS, presenting cert, verifying the owner's by ca
+  int spin_us = 0;  // cap of the poll before a wait sleeps (0: sleeps at once); --spin-us
+  TlsFiles tls;     // enabled: connections are TLS, presenting cert, verifying the owner's by ca
+};
+
+// How a transport's calls waited for owners' bytes, since it was created.
+struct TcpTransportWaits {
+  uint64_t polled = 0;  // waits that busy-polled first
+  uint64_t caught = 0;  // of those, the bytes came while polling
+  uint64_t slept = 0;   // waits that slept (the poll ran out, or none was made)
 };
 
 class TcpTransport final : public DataTransport {
  public:
+  // The transport's wait counters (internal: calls share them).
+  struct WaitCounters {
+    std::atomic<int> pollers{0};  // calls polling now
+    std::atomic<uint64_t> polled{0}, caught{0}, slept{0};
+  };
+
   // Errors: INVALID_ARGUMENT (TLS files that cannot be loaded).
   static Result<std::unique_ptr<TcpTransport>> Create(TcpTransportOptions options);
   ~TcpTransport() override;
@@ -58,6 +79,7 @@ class TcpTransport final : public DataTransport {
                                        const ReadRequest& first, uint8_t* dest, uint64_t* checksum,
                                        Status* read_status) override;
   void Forget(const std::string& endpoint) override;
+  TcpTransportWaits Waits() const;
 
  private:
   explicit TcpTransport(TcpTransportOptions options);
@@ -75,6 +97,7 @@ class TcpTransport final : public DataTransport {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Pool> pools_;
+  WaitCounters waits_;
 };
 
 }  // namespace tierkv::transfer
