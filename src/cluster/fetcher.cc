@@ -489,7 +489,9 @@ void RemoteFetcher::Finish(const std::shared_ptr<Peer>& peer, const Authorized& 
     std::lock_guard lock(release_mu_);
     if (!release_stop_) {
       releases_q_.push_back({peer, a.ticket, a.slot, std::chrono::steady_clock::now()});
-      release_cv_.notify_one();
+      // Fetches one after another each queue a release: only an idle releaser
+      // is woken, not one already sleeping until an earlier release is due.
+      if (releaser_idle_) release_cv_.notify_one();
       return;
     }
   }
@@ -517,7 +519,9 @@ void RemoteFetcher::ReleaserLoop() {
   constexpr auto kReleaseLinger = std::chrono::milliseconds(2);
   std::unique_lock lock(release_mu_);
   for (;;) {
+    releaser_idle_ = true;
     release_cv_.wait(lock, [this] { return release_stop_ || !releases_q_.empty(); });
+    releaser_idle_ = false;
     if (releases_q_.empty()) return;  // stopping, and nothing left
     if (!release_stop_) {
       const auto due = releases_q_.front().queued + kReleaseLinger;

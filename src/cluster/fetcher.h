@@ -189,6 +189,9 @@ class RemoteFetcher {
   std::condition_variable release_cv_;
   std::deque<PendingRelease> releases_q_;
   bool release_stop_ = false;
+  // The releaser waits with no deadline (the queue was empty): a queued
+  // release must wake it. Otherwise it wakes by itself when the oldest one is due.
+  bool releaser_idle_ = false;
   std::thread releaser_;
 
   std::mutex flights_mu_;
