@@ -10,10 +10,12 @@
 // and streamed. No manager, no grant RPC, no store: what the transport itself
 // costs. Three interleaved rounds; each figure is the median round.
 //
-// Also, one thread, 4 KiB and 1 MiB items: an AUTHORIZE (decided at once by
-// the server's authorization threads) then a READ after its answer, against
-// the READ written right behind the AUTHORIZE (AuthorizeAndRead), p50 and p99
-// latency of the pair, interleaved in the same rounds.
+// Also, one thread, 4 KiB and 1 MiB items: an AUTHORIZE (granted at once, on
+// the connection's event loop) then a READ after its answer, against the READ
+// written right behind the AUTHORIZE (AuthorizeAndRead), and the same pair
+// with the AUTHORIZE decided on the server's blocking pool (a second server
+// over the same grants), p50 and p99 latency of the pair, interleaved in the
+// same rounds.
 //
 // Every transport figure is taken twice in the same rounds: by a transport
 // that polls the socket before a wait sleeps (spin_us 400, the manager's
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,11 +54,31 @@ class SlicedGrant final : public transfer::GrantSource {
     return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket};
   }
   uint64_t items(uint64_t size) const { return bytes_.size() / size; }
-  // Every authorization is granted at once (what the READs check is Open's).
+  // Every authorization is granted at once (what the READs check is Open's),
+  // on the connection's event loop.
   Result<std::string> Authorize(uint64_t, std::string_view) override { return std::string(); }
+  std::optional<Result<std::string>> TryAuthorize(uint64_t, std::string_view) override {
+    return std::string();
+  }
 
  private:
   std::vector<uint8_t> bytes_;
+};
+
+// The same grants, every authorization decided on the server's blocking pool
+// (as one that must wait for a rewarm is).
+class PoolDecided final : public transfer::GrantSource {
+ public:
+  explicit PoolDecided(SlicedGrant* grants) : grants_(grants) {}
+  Result<transfer::GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) override {
+    return grants_->Open(ticket, item, generation);
+  }
+  Result<std::string> Authorize(uint64_t ticket, std::string_view request) override {
+    return grants_->Authorize(ticket, request);
+  }
+
+ private:
+  SlicedGrant* const grants_;
 };
 
 // `total` bytes read as items of `size` by `threads`, walking the pool; GB/s,
@@ -117,6 +140,13 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string ep = "127.0.0.1:" + std::to_string(server.port());
+  PoolDecided pool_decided(&grant);
+  transfer::DataServer pool_server(so, &pool_decided);
+  if (Status st = pool_server.Start(); !st.ok()) {
+    std::fprintf(stderr, "data server: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  const std::string pool_ep = "127.0.0.1:" + std::to_string(pool_server.port());
   transfer::TcpTransportOptions to;
   to.connections_per_peer = 4;
   to.spin_us = 400;
@@ -159,14 +189,17 @@ int Main(int argc, char** argv) {
     }
   }
   for (uint64_t size : {uint64_t{4096}, kMiB}) {
-    std::vector<Series> two, one, one_slept;
+    std::vector<Series> two, one, one_slept, one_pool;
     for (int r = 0; r < kRounds; ++r) {
       two.emplace_back("authorize, then read", size, 1);
       one.emplace_back("authorize and read, one trip", size, 1);
       one_slept.emplace_back("authorize and read, one trip, no polling", size, 1);
+      one_pool.emplace_back("authorize and read, one trip, decided on the pool", size, 1);
       failed = !AuthorizedReads(**transport, grant, ep, size, 300, false, &two.back()) || failed;
       failed = !AuthorizedReads(**transport, grant, ep, size, 300, true, &one.back()) || failed;
       failed = !AuthorizedReads(**sleeper, grant, ep, size, 300, true, &one_slept.back()) || failed;
+      failed = !AuthorizedReads(**transport, grant, pool_ep, size, 300, true, &one_pool.back()) ||
+               failed;
     }
     auto p50 = [](const Series& x) { return x.PercentileUs(50); };
     auto mid = [&](std::vector<Series>& v) -> Series& {
@@ -177,15 +210,21 @@ int Main(int argc, char** argv) {
     Series& t = mid(two);
     Series& o = mid(one);
     Series& os = mid(one_slept);
+    Series& op = mid(one_pool);
     ratios.push_back(
         {"authorize+read p50 " + SizeName(size) + ", two trips / one", p50(t) / p50(o), 0});
     ratios.push_back({"authorize+read p50 " + SizeName(size) + ", one trip, no polling / polling",
                       p50(os) / p50(o), 0});
+    ratios.push_back(
+        {"authorize+read p50 " + SizeName(size) + ", one trip, decided on the pool / at once",
+         p50(op) / p50(o), 0});
     series.push_back(std::move(t));
     series.push_back(std::move(o));
     series.push_back(std::move(os));
+    series.push_back(std::move(op));
   }
   server.Stop();
+  pool_server.Stop();
   PrintTable(series);
   PrintRatios(ratios);
   if (failed) {

@@ -1,5 +1,6 @@
 #include "cluster/grants.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace tierkv {
@@ -73,16 +74,17 @@ void GrantTable::Ended(const std::string& uuid, uint64_t charged) {
 }
 
 bool GrantTable::PinItems(Grant& grant, std::span<const GrantRequestItem> items,
-                          std::vector<GrantAnswer>& answers, bool retry) {
+                          std::vector<GrantAnswer>& answers, bool retry, bool may_rewarm) {
   bool budget_hit = false;
   for (size_t i = 0; i < items.size(); ++i) {
     if (retry && answers[i].status.code() != Code::kNoSpace) continue;
     const GrantRequestItem& it = items[i];
     const uint64_t before = store_->PinnedBytes(grant.pin_owner);
-    Result<PinGrant> pin = store_->Pin(grant.pin_owner, {it.tenant, it.key}, it.generation, 0);
+    Result<PinGrant> pin =
+        store_->Pin(grant.pin_owner, {it.tenant, it.key}, it.generation, 0, may_rewarm);
     if (!pin.ok()) {
-      if (pin.status().code() == Code::kNotFound) refused_stale_.fetch_add(1);
       answers[i].status = pin.status();
+      if (!may_rewarm && pin.status().code() == Code::kRetry) return budget_hit;  // needs the disk
       continue;
     }
     const uint64_t delta = store_->PinnedBytes(grant.pin_owner) - before;
@@ -102,11 +104,9 @@ bool GrantTable::PinItems(Grant& grant, std::span<const GrantRequestItem> items,
   return budget_hit;
 }
 
-Result<std::vector<GrantAnswer>> GrantTable::Authorize(const std::string& node,
-                                                       const std::string& uuid,
-                                                       const std::string& expect_owner_uuid,
-                                                       uint64_t ticket,
-                                                       std::span<const GrantRequestItem> items) {
+Result<std::vector<GrantAnswer>> GrantTable::Authorize(
+    const std::string& node, const std::string& uuid, const std::string& expect_owner_uuid,
+    uint64_t ticket, std::span<const GrantRequestItem> items, bool may_block) {
   auto refuse = [this](Status st) {
     refused_other_.fetch_add(1);
     return st;
@@ -146,7 +146,14 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(const std::string& node,
     live_.emplace(ticket, grant);
   }
   std::vector<GrantAnswer> answers(items.size());
-  bool budget_hit = PinItems(*grant, items, answers, false);
+  bool budget_hit = PinItems(*grant, items, answers, false, may_block);
+  const bool needs_disk = std::any_of(answers.begin(), answers.end(), [](const GrantAnswer& a) {
+    return a.status.code() == Code::kRetry;
+  });
+  if (!may_block && (needs_disk || (budget_hit && held_before > 0))) {
+    Withdraw(ticket, grant);  // its pins and charge go with it
+    return Status(Code::kRetry, "deciding this authorization needs a wait");
+  }
   if (budget_hit && held_before > 0) {
     // The requester's own grants still open are releases in progress: wait
     // for one of them (not for anyone else's READs), then try once more.
@@ -158,12 +165,13 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(const std::string& node,
         return stopping_ || it == open_by_requester_.end() || it->second <= held_before;
       });
     }
-    budget_hit = PinItems(*grant, items, answers, true);
+    budget_hit = PinItems(*grant, items, answers, true, true);
   }
   size_t granted = 0;
-  for (const GrantAnswer& a : answers) granted += a.status.ok() ? 1 : 0;
   for (const GrantAnswer& a : answers) {
+    granted += a.status.ok() ? 1 : 0;
     if (a.status.code() == Code::kNoSpace) refused_budget_.fetch_add(1);
+    if (a.status.code() == Code::kNotFound) refused_stale_.fetch_add(1);
   }
   std::shared_ptr<Grant> drop;
   {
@@ -184,6 +192,16 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(const std::string& node,
   items_granted_.fetch_add(granted);
   (void)node;
   return answers;
+}
+
+void GrantTable::Withdraw(uint64_t ticket, const std::shared_ptr<Grant>& grant) {
+  std::shared_ptr<Grant> drop;  // destroyed after the lock is gone
+  std::lock_guard lock(mu_);
+  auto it = live_.find(ticket);
+  if (it != live_.end() && it->second == grant) {
+    drop = std::move(it->second);
+    live_.erase(it);
+  }
 }
 
 bool GrantTable::Release(const std::string& uuid, uint64_t ticket) {

@@ -96,9 +96,14 @@ class GrantTable final : public transfer::GrantSource {
   // not this runtime: the requester's entry names an older incarnation),
   // NO_SPACE (max_sessions grants are live), INVALID_ARGUMENT (ticket 0 or
   // already live, no items, more than max_items, an invalid key).
+  // With `may_block` false the call never waits: when deciding needs a wait
+  // (an item held only on SSD, or the budget wait) it undoes what it did
+  // (no grant, no pin, no charge, no count) and returns RETRY; the caller
+  // then asks again where blocking is allowed.
   Result<std::vector<GrantAnswer>> Authorize(const std::string& node, const std::string& uuid,
                                              const std::string& expect_owner_uuid, uint64_t ticket,
-                                             std::span<const GrantRequestItem> items);
+                                             std::span<const GrantRequestItem> items,
+                                             bool may_block = true);
   // Ends `uuid`'s grant `ticket`; false when there is none (already released,
   // expired, or never given).
   bool Release(const std::string& uuid, uint64_t ticket);
@@ -117,9 +122,12 @@ class GrantTable final : public transfer::GrantSource {
  private:
   struct Grant;
   // Pins what it can of `items` into `grant`, filling `answers`; true when some
-  // item was refused for the budget.
+  // item was refused for the budget. Without `may_rewarm`, an item held only
+  // on SSD is answered RETRY.
   bool PinItems(Grant& grant, std::span<const GrantRequestItem> items,
-                std::vector<GrantAnswer>& answers, bool retry);
+                std::vector<GrantAnswer>& answers, bool retry, bool may_rewarm);
+  // Takes `grant` (still live under `ticket`) out of the table.
+  void Withdraw(uint64_t ticket, const std::shared_ptr<Grant>& grant);
   void Ended(const std::string& uuid, uint64_t charged);  // a Grant's destructor
   // Ends the live grants `pred` picks (called under mu_); returns how many.
   size_t DropIf(const std::function<bool(const Grant&)>& pred);

@@ -12,8 +12,10 @@
 #include <asio.hpp>
 #include <cstring>
 #include <thread>
+#include <tuple>
 
 #include "cluster/grant_service.h"
+#include "media/mem_block_file.h"
 #include "peer.pb.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
@@ -63,8 +65,19 @@ class GrantsTest : public ::testing::Test {
   }
 
   Result<std::vector<GrantAnswer>> Ask(uint64_t ticket, std::vector<GrantRequestItem> items,
-                                       const std::string& uuid = "req-1") {
-    return table_->Authorize("req", uuid, "owner-uuid", ticket, items);
+                                       const std::string& uuid = "req-1", bool may_block = true) {
+    return table_->Authorize("req", uuid, "owner-uuid", ticket, items, may_block);
+  }
+
+  // Gives the store an SSD tier over `bytes` of memory.
+  void AttachSsd(uint64_t bytes) {
+    std::vector<SsdBlob> recovered;
+    SsdRecoveryStats stats;
+    auto tier =
+        SsdTier::Open(std::make_unique<MemBlockFile>(std::make_shared<std::string>(bytes, '\0')),
+                      &recovered, &stats);
+    ASSERT_TRUE(tier.ok()) << tier.status().ToString();
+    ASSERT_TRUE(store_->AttachSsd(std::move(*tier), std::move(recovered), stats).ok());
   }
 
   // A data channel on loopback in front of `t`, and a reader of it.
@@ -246,6 +259,100 @@ TEST_F(GrantsTest, TheDataChannelServesGrantedRangesOnly) {
 // AUTHORIZE over the data channel: the same request and answer as
 // Peer/Authorize, refusals that leave the connection usable, and frames that
 // are not well formed.
+// An authorization asked not to wait is decided at once when it can be; when
+// it would wait (an item held only on SSD, the requester's budget wait) it
+// leaves nothing behind, and the same ticket is decided later with a wait.
+TEST_F(GrantsTest, AnAuthorizationThatMayNotWaitGivesWayAndLeavesNothingBehind) {
+  GrantTable& t = Table(/*budget=*/3 * kMiB);
+  AttachSsd(16 * kMiB);
+  const uint64_t hot = Put("hot", kMiB, 'h');
+  const uint64_t cold = Put("cold", kMiB, 'c');
+  ASSERT_EQ(store_->EvictKeys("t", std::vector<std::string>{"cold"}), 1u);
+  const GrantStats before = t.Stats();
+  auto gave_way = Ask(1, {{"t", "hot", hot}, {"t", "cold", cold}}, "req-1", false);
+  EXPECT_EQ(gave_way.status().code(), Code::kRetry) << gave_way.status().ToString();
+  GrantStats after = t.Stats();
+  EXPECT_EQ(after.sessions, 0u);
+  EXPECT_EQ(after.reserved_bytes, 0u);
+  EXPECT_EQ(after.authorizations, before.authorizations);
+  EXPECT_EQ(after.items_granted, before.items_granted);
+  EXPECT_EQ(after.refused_stale + after.refused_budget + after.refused_other, 0u);
+  EXPECT_EQ(t.Open(1, 0, hot).status().code(), Code::kNotFound);
+  // In DRAM: decided at once.
+  auto at_once = Ask(2, {{"t", "hot", hot}}, "req-1", false);
+  ASSERT_TRUE(at_once.ok()) << at_once.status().ToString();
+  EXPECT_TRUE((*at_once)[0].status.ok());
+  // The ticket that gave way, asked again where waiting is allowed: rewarmed.
+  auto waited = Ask(1, {{"t", "hot", hot}, {"t", "cold", cold}});
+  ASSERT_TRUE(waited.ok()) << waited.status().ToString();
+  EXPECT_TRUE((*waited)[0].status.ok());
+  EXPECT_TRUE((*waited)[1].status.ok());
+  Result<transfer::GrantSpan> span = t.Open(1, 1, cold);
+  ASSERT_TRUE(span.ok()) << span.status().ToString();
+  EXPECT_EQ(span->data[0], 'c');
+  span = Status(Code::kNotFound, "let go");  // a READ's hold on the grant ends
+  // 3 MiB of budget, 2 MiB lent to req-1 (hot's once per grant, cold):
+  // another 2 MiB for req-1 would wait for its releases, so it gives way
+  // without waiting; for a requester with nothing open it is refused at once.
+  const uint64_t big = Put("big", 2 * kMiB, 'b');
+  after = t.Stats();
+  EXPECT_EQ(Ask(3, {{"t", "big", big}}, "req-1", false).status().code(), Code::kRetry);
+  EXPECT_EQ(t.Stats().budget_waits, after.budget_waits);
+  EXPECT_EQ(t.Stats().reserved_bytes, after.reserved_bytes);
+  auto refused = Ask(4, {{"t", "big", big}}, "req-2", false);
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ((*refused)[0].status.code(), Code::kNoSpace);
+  EXPECT_EQ(t.Stats().refused_budget, after.refused_budget + 1);
+  EXPECT_EQ(t.Stats().budget_waits, after.budget_waits);
+  // Nothing that gave way holds a pin: once the grants end, every value may go.
+  EXPECT_TRUE(t.Release("req-1", 1));
+  EXPECT_TRUE(t.Release("req-1", 2));
+  EXPECT_EQ(t.Stats().reserved_bytes, 0u);
+  EXPECT_EQ(store_->EvictKeys("t", std::vector<std::string>{"hot", "cold", "big"}), 3u);
+}
+
+// Over the data channel: an item held only on SSD is decided on the blocking
+// pool (a rewarm may take a while), one in DRAM on the connection's thread.
+TEST_F(GrantsTest, TheDataChannelDecidesOnlyWhatMustWaitOffItsEventLoop) {
+  GrantTable& t = Table(8 * kMiB);
+  AttachSsd(16 * kMiB);
+  const uint64_t hot = Put("hot", 5000, 'h');
+  const uint64_t cold = Put("cold", 6000, 'c');
+  ASSERT_EQ(store_->EvictKeys("t", std::vector<std::string>{"cold"}), 1u);
+  DataChannelGrants grants(&t);
+  Channel ch = Serve(grants);
+  ASSERT_TRUE(ch.client);
+  auto request = [&](uint64_t ticket, const std::string& key, uint64_t generation) {
+    peer::AuthorizeRequest req;
+    req.set_requester_node("req");
+    req.set_requester_uuid("req-1");
+    req.set_expect_owner_uuid("owner-uuid");
+    req.set_ticket(ticket);
+    peer::GrantItem* item = req.add_items();
+    item->set_tenant("t");
+    item->set_key(key);
+    item->set_generation(generation);
+    return req.SerializeAsString();
+  };
+  for (const auto& [ticket, key, generation, size, fill] :
+       {std::tuple{uint64_t{1}, "hot", hot, 5000, 'h'},
+        std::tuple{uint64_t{2}, "cold", cold, 6000, 'c'}}) {
+    Result<std::string> answer =
+        ch.client->Authorize(ch.ep, ticket, request(ticket, key, generation), 5000);
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    peer::AuthorizeResponse resp;
+    ASSERT_TRUE(resp.ParseFromString(*answer));
+    ASSERT_EQ(resp.items_size(), 1);
+    EXPECT_EQ(resp.items(0).code(), 0u) << key;
+    std::vector<uint8_t> dest(size);
+    ASSERT_TRUE(ch.client->Read(ch.ep, {ticket, 0, generation, 0, dest.size()}, dest.data()).ok());
+    EXPECT_TRUE(std::all_of(dest.begin(), dest.end(), [&](uint8_t b) { return b == fill; }));
+  }
+  EXPECT_EQ(ch.server->Stats().decided_at_once, 1u);
+  EXPECT_EQ(ch.server->Stats().decided_on_pool, 1u);
+  EXPECT_EQ(ch.server->Stats().authorizations, 2u);
+}
+
 TEST_F(GrantsTest, TheDataChannelAuthorizesAndTheGrantIsReadOnTheSameChannel) {
   GrantTable& t = Table();
   const uint64_t g = Put("k", 5000, 'w');
@@ -295,6 +402,10 @@ TEST_F(GrantsTest, TheDataChannelAuthorizesAndTheGrantIsReadOnTheSameChannel) {
   EXPECT_EQ(client.Read(ch.ep, {21, 0, g, 0, 1}, dest.data()).code(), Code::kNotFound);
   EXPECT_TRUE(client.Read(ch.ep, {26, 0, g, 0, 1}, dest.data()).ok());
   EXPECT_EQ(ch.server->Stats().authorizations, 3u);
+  // Every one of them, refusals included, was decided at once on the
+  // connection's own thread: nothing had to wait for the disk or the budget.
+  EXPECT_EQ(ch.server->Stats().decided_at_once, 6u);
+  EXPECT_EQ(ch.server->Stats().decided_on_pool, 0u);
   // An AUTHORIZE frame with item, generation or offset set, or an oversized
   // payload: PROTOCOL_ERROR and a closed connection.
   for (int bad = 0; bad < 2; ++bad) {

@@ -156,6 +156,7 @@ struct TransferStats {
   // The owner's data channel.
   uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0;
   uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0, data_checksums_reused = 0;
+  uint64_t data_decided_at_once = 0, data_decided_on_pool = 0;  // AUTHORIZEs, where decided
 };
 
 class TransferStatsProvider {

@@ -240,6 +240,8 @@ constexpr Family kDcBytes{"tierkv_data_bytes_sent_total", "counter",
                           "Object bytes sent on the data channel"};
 constexpr Family kDcReused{"tierkv_data_checksums_reused_total", "counter",
                            "READs answered with the kept checksum of their bytes, unhashed"};
+constexpr Family kDcDecided{"tierkv_data_authorizations_decided_total", "counter",
+                            "AUTHORIZEs on the data channel, by where they were decided"};
 
 constexpr Family kUbsPerDisk[] = {
     {"memcache_ubs_io_disk_status", "gauge",
@@ -431,6 +433,9 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.Sample(kDcReads.name, Label("result", "refused"), t.data_refusals);
   w.One(kDcBytes, t.data_bytes_out);
   w.One(kDcReused, t.data_checksums_reused);
+  w.Head(kDcDecided);
+  w.Sample(kDcDecided.name, Label("where", "event_loop"), t.data_decided_at_once);
+  w.Sample(kDcDecided.name, Label("where", "pool"), t.data_decided_on_pool);
 }
 
 }  // namespace

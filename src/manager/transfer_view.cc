@@ -26,6 +26,8 @@ TransferStats TransferView::Transfer() const {
   s.data_refusals = d.refusals;
   s.data_bytes_out = d.bytes_out;
   s.data_checksums_reused = d.checksums_reused;
+  s.data_decided_at_once = d.decided_at_once;
+  s.data_decided_on_pool = d.decided_on_pool;
   return s;
 }
 

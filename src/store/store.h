@@ -154,9 +154,11 @@ class Store {
   // than once by one owner is charged once. Errors: NOT_FOUND (no such key, or
   // not at `generation`), NO_SPACE (the owner's budget is spent, or no DRAM
   // for the rewarm), RETRY, IO_ERROR, INVALID_ARGUMENT, TOO_LARGE as for Lease.
-  // Not counted as a client get.
+  // Not counted as a client get. With `may_rewarm` false a value held only on
+  // SSD is not rewarmed: RETRY ("held only on SSD") at once, nothing pinned,
+  // so the call never waits for the disk.
   Result<PinGrant> Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
-                       uint64_t budget_bytes);
+                       uint64_t budget_bytes, bool may_rewarm = true);
   // Releases one pin of `owner`. NOT_FOUND for an unknown id or another owner's.
   Status Unpin(uint64_t owner, uint64_t pin_id);
   // Releases every pin of `owner` (it went away); returns how many.

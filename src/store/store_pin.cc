@@ -9,7 +9,7 @@
 
 namespace tierkv {
 Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
-                            uint64_t budget_bytes) {
+                            uint64_t budget_bytes, bool may_rewarm) {
   Status st = ValidateRef(ref);
   if (!st.ok()) return st;
   const std::string composite = Composite(ref.tenant, ref.key);
@@ -49,7 +49,9 @@ Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t gener
         }
       }
     }
-    if (Status rw = Rewarm(shard, composite); !rw.ok()) return rw;  // only on SSD
+    // Only on SSD.
+    if (!may_rewarm) return Status(Code::kRetry, "held only on SSD: pinning it needs a rewarm");
+    if (Status rw = Rewarm(shard, composite); !rw.ok()) return rw;
   }
   return Status(Code::kRetry, "the rewarmed copy was evicted again before it could be pinned");
 }

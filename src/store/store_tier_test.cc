@@ -263,6 +263,30 @@ TEST_F(TierTest, APinCarriesTheChecksumTheSsdTierComputed) {
   EXPECT_NE(digest_of("w"), 0u);  // the copy the SSD writer hashed
 }
 
+// A pin that may not wait for the disk leaves a value held only on SSD where
+// it is; one that may, rewarms it.
+TEST_F(TierTest, APinThatMayNotRewarmLeavesAnSsdOnlyValueAlone) {
+  MakeTiered(8 * kMiB, 16 * kMiB);
+  ASSERT_TRUE(Put("cold", "c", kMiB).ok());
+  ASSERT_TRUE(Put("warm", "w", kMiB).ok());
+  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{"cold"}), 1u);
+  ASSERT_EQ(Media("cold"), kSsd);
+  const uint64_t rewarms = Tier().rewarm;
+  Result<PinGrant> refused = store_->Pin(7, {"default", "cold"}, 0, 0, /*may_rewarm=*/false);
+  EXPECT_EQ(refused.code(), Code::kRetry) << refused.status().ToString();
+  EXPECT_EQ(store_->PinnedBytes(7), 0u);
+  EXPECT_EQ(Media("cold"), kSsd);  // not read back
+  EXPECT_EQ(Tier().rewarm, rewarms);
+  Result<PinGrant> warm = store_->Pin(7, {"default", "warm"}, 0, 0, /*may_rewarm=*/false);
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();  // in DRAM: pinned at once
+  EXPECT_EQ(store_->Pin(7, {"default", "gone"}, 0, 0, false).code(), Code::kNotFound);
+  Result<PinGrant> rewarmed = store_->Pin(7, {"default", "cold"}, 0, 0);
+  ASSERT_TRUE(rewarmed.ok()) << rewarmed.status().ToString();
+  EXPECT_EQ(Media("cold"), kDram | kSsd);
+  EXPECT_EQ(Tier().rewarm, rewarms + 1);
+  EXPECT_EQ(store_->ReleasePins(7), 2u);
+}
+
 TEST_F(TierTest, PrefetchRewarmsInTheBackground) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   std::vector<std::string> keys = {"p0", "p1", "p2"};

@@ -4,8 +4,9 @@
 // checked against its grant (ticket, item, generation, byte range), then the
 // bytes are written to the socket straight from the pinned pool memory, with
 // their xxh3-64 after them. Nothing is copied on this side. AUTHORIZE
-// requests are decided by the GrantSource on a pool of two threads of their
-// own, since a decision may block.
+// requests are decided by the GrantSource: on the connection's event loop
+// when it can decide at once (GrantSource::TryAuthorize), else on a pool of
+// two threads of their own, since such a decision may block.
 //
 // asio, one io_context per thread (`threads` of them); each connection is a
 // coroutine on one of them, given round robin at accept, that serves its
@@ -50,6 +51,8 @@ struct DataServerStats {
   uint64_t bytes_out = 0;          // object bytes of those answers
   uint64_t checksums_reused = 0;   // answers that sent the value's known checksum unhashed
   uint64_t authorizations = 0;     // AUTHORIZEs answered (refusals of the whole call not counted)
+  uint64_t decided_at_once = 0;    // AUTHORIZEs decided on an event loop (no wait was needed)
+  uint64_t decided_on_pool = 0;    // ... on the blocking pool
 };
 
 class DataServer {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -96,6 +97,16 @@ class GrantSource {
     (void)ticket;
     (void)request;
     return Status(Code::kNotSupported, "this owner does not authorize over the data channel");
+  }
+  // Decides an AUTHORIZE as Authorize does, at once: never blocks, so the
+  // data server calls it on its event loop first. Nothing (and nothing done)
+  // when deciding needs a wait; the data server then calls Authorize off its
+  // event loops. Default: nothing.
+  virtual std::optional<Result<std::string>> TryAuthorize(uint64_t ticket,
+                                                          std::string_view request) {
+    (void)ticket;
+    (void)request;
+    return std::nullopt;
   }
 };
 
