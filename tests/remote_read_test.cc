@@ -1,13 +1,14 @@
 // Remote reads through source grants and the data channel, with real etcd and
 // real managers: mixed sizes verified byte for byte, a batch over three
-// owners, a stale index entry, the owner's transfer budget, and the owner
-// killed in the middle of the READs.
+// owners, a stale index entry, a value held only on the owner's SSD, the
+// owner's transfer budget, and the owner killed in the middle of the READs.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <random>
 #include <sstream>
@@ -167,6 +168,13 @@ TEST(RemoteRead, ABatchSpanningThreeOwnersAndMissingKeys) {
   EXPECT_EQ(ScrapeMetric(*r.proc, "tierkv_remote_fetched_objects_total"), 60);
   for (Node& o : owners) {
     EXPECT_EQ(ScrapeMetric(*o.proc, "tierkv_data_reads_total{result=\"sent\"}"), 20) << o.id;
+    // Every value in DRAM: each authorization was decided on the data
+    // channel's own thread, none had to go to the blocking pool.
+    EXPECT_GT(
+        ScrapeMetric(*o.proc, "tierkv_data_authorizations_decided_total{where=\"event_loop\"}"), 0)
+        << o.id;
+    EXPECT_EQ(ScrapeMetric(*o.proc, "tierkv_data_authorizations_decided_total{where=\"pool\"}"), 0)
+        << o.id;
     EXPECT_TRUE(GrantsDrained(*o.proc)) << o.id;
   }
 }
@@ -275,6 +283,50 @@ TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
     Result<std::string> v = (*cb)->Get("k");
     return v.ok() && *v == "second value";
   }));
+}
+
+// A value held only on the owner's SSD is authorized on the owner's blocking
+// pool (its rewarm may take a while), one in DRAM on the data channel's own
+// thread; both arrive whole.
+TEST(RemoteRead, AnSsdOnlyValueIsAuthorizedOffTheDataChannelsEventLoop) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  char tmpl[] = "/tmp/tierkv-remote-ssd-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  struct RemovedAtEnd {
+    std::string path;
+    ~RemovedAtEnd() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } dir{tmpl};
+  Node a = StartNode(etcd.endpoints(), cluster, "a",
+                     {"--ssd-dir", dir.path + "/ssd", "--ssd-size", "64MiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  const std::vector<std::pair<std::string, size_t>> objs = {{"cold", 300000}, {"hot", 4096}};
+  PutAll(*a.proc, objs);
+  ASSERT_TRUE(SeesAll(*b.proc, 2));
+  httplib::Client http(a.proc->rest());
+  auto evicted = http.Post("/memory/evict", R"({"chunk_hashes":["cold"],"locations":["ssd"]})",
+                           "application/json");
+  ASSERT_TRUE(evicted && evicted->status == 200);
+  auto on_a = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(on_a.ok());
+  ASSERT_TRUE(WaitFor([&] {
+    Result<ObjectInfo> q = (*on_a)->Query("cold", kDefaultTenant, {.local_only = true});
+    return q.ok() && q->media == MediumBit(Medium::kSsd);
+  }));
+  auto on_b = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(on_b.ok());
+  for (const auto& [key, size] : objs) {
+    Result<std::string> got = (*on_b)->Get(key);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status().ToString();
+    EXPECT_TRUE(*got == PatternValue(key, size)) << key;
+  }
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_authorizations_decided_total{where=\"pool\"}"), 1);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_authorizations_decided_total{where=\"event_loop\"}"),
+            1);
+  EXPECT_TRUE(GrantsDrained(*a.proc));
 }
 
 TEST(RemoteRead, TheOwnersTransferBudgetBoundsWhatIsLent) {
