@@ -73,17 +73,22 @@ Status RunBounded(asio::io_context& io, tcp::socket& sock, std::chrono::millisec
     result = e ? Lost(endpoint, "internal error") : std::move(st);
   });
   const Clock::time_point deadline = Clock::now() + budget;
+  bool caught = false;  // the last poll found the socket readable
   for (;;) {
-    io.poll();  // every step that can go on without waiting
+    const size_t ran = io.poll();  // every step that can go on without waiting
     if (result || io.stopped()) break;
-    // Waiting for the owner: poll its socket first, then sleep.
-    if (waiting.waits == nullptr) {
+    // Waiting for the owner: poll its socket first, then sleep. Bytes that
+    // came while the call waits for something else (its own write to drain)
+    // are not polled for again: it sleeps until something can run.
+    if (waiting.waits == nullptr || (caught && ran == 0)) {
+      caught = false;
       if (io.run_one_until(deadline) == 0) break;  // the budget is spent
       continue;
     }
     const Clock::time_point t0 = Clock::now();
     const int window = waiting.waits->PollUs(waiting.cap_us, kFirstPollUs);
-    if (!PollOwner(sock.native_handle(), window, *waiting.counts)) {
+    caught = PollOwner(sock.native_handle(), window, *waiting.counts);
+    if (!caught) {
       waiting.counts->slept.fetch_add(1, std::memory_order_relaxed);
       if (io.run_one_until(deadline) == 0) break;  // the budget is spent
     }
