@@ -300,12 +300,13 @@ class Store {
                                           const PutOptions& options, const Extent& extent);
   Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
                       std::span<const KnownChecksum> known = {});
-  // NOT_FOUND with *cold set when only an SSD replica exists.
+  // NOT_FOUND with *cold set when only an SSD replica exists. `now`: the
+  // clock read once per call (once for a whole batch).
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
-                                 bool* cold = nullptr, bool from_ssd = false);
+                                 int64_t now, bool* cold = nullptr, bool from_ssd = false);
   // Lease of a cold key: rewarm, then lease (shard lock not held).
   Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
-  Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session);
+  Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, int64_t now);
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);
   RemoveAllResult RemoveTenant(std::string_view tenant, bool force);  // uncounted

@@ -192,11 +192,14 @@ std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uin
 
 std::vector<Status> Store::BatchRelease(const Caller& caller, std::span<const uint64_t> ids) {
   std::vector<Status> out(ids.size());
+  const int64_t now = clock_->NowNanos();  // one reading for the whole batch
   const std::vector<uint32_t> order = IdShardOrder(ids);
   std::vector<bool> valid(ids.size(), true);
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
-      [&](Shard& shard, uint32_t i) { out[i] = ReleaseLocked(shard, ids[i], caller.session); });
+      [&](Shard& shard, uint32_t i) {
+        out[i] = ReleaseLocked(shard, ids[i], caller.session, now);
+      });
   return out;
 }
 
@@ -228,11 +231,12 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
   std::vector<std::string> composites;
   std::vector<bool> valid;
   std::vector<uint32_t> cold_items;
+  const int64_t now = clock_->NowNanos();  // one reading for the whole batch
   auto out = KeyedBatch<Result<LeaseGrant>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
         ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
           bool cold = false;
-          res[i] = LeaseLocked(shard, composites[i], caller, &cold);
+          res[i] = LeaseLocked(shard, composites[i], caller, now, &cold);
           if (cold) cold_items.push_back(i);
         });
       });

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "common/composite_key.h"
 #include "media/checksum.h"
@@ -140,8 +141,27 @@ struct Store::Shard {
   std::vector<uint64_t> ghost_ring;
   size_t ghost_next = 0;
   std::unordered_set<uint64_t> ghost;
-  std::unordered_map<uint64_t, Map::value_type*> pending;         // alloc id -> entry
-  std::unordered_map<uint64_t, LeaseRecord> leases;               // lease id -> record
+  std::unordered_map<uint64_t, Map::value_type*> pending;  // alloc id -> entry
+  std::unordered_map<uint64_t, LeaseRecord> leases;        // lease id -> record
+  // Nodes of ended leases kept for the next ones (at most kSpareLeaseNodes),
+  // so a get's lease and release allocate nothing in the steady state.
+  static constexpr size_t kSpareLeaseNodes = 64;
+  std::vector<decltype(leases)::node_type> spare_leases;
+  void AddLease(uint64_t id, const LeaseRecord& rec) {
+    if (spare_leases.empty()) {
+      leases.emplace(id, rec);
+      return;
+    }
+    decltype(leases)::node_type node = std::move(spare_leases.back());
+    spare_leases.pop_back();
+    node.key() = id;
+    node.mapped() = rec;
+    leases.insert(std::move(node));
+  }
+  void DropLease(decltype(leases)::iterator it) {
+    decltype(leases)::node_type node = leases.extract(it);
+    if (spare_leases.size() < kSpareLeaseNodes) spare_leases.push_back(std::move(node));
+  }
   std::unordered_map<uint64_t, std::pair<Blob*, uint64_t>> pins;  // pin id -> (replica, owner)
   std::unordered_map<Blob*, std::unique_ptr<Blob>> zombies;
   uint64_t zombie_bytes = 0;

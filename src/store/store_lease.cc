@@ -36,17 +36,17 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
 // Reads.
 
 Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite,
-                                      const Caller& caller, bool* cold, bool from_ssd) {
+                                      const Caller& caller, int64_t now, bool* cold,
+                                      bool from_ssd) {
   auto it = shard.map.find(composite);
   if (it == shard.map.end() || !it->second.current) {
     if (cold != nullptr) *cold = it != shard.map.end() && it->second.ssd != nullptr;
     return NotFound("key not found");
   }
   Blob& blob = *it->second.current;
-  const int64_t now = clock_->NowNanos();
   const int64_t deadline = now + MsToNs(options_.lease_ms);
   const uint64_t id = NextId(shard);
-  shard.leases.emplace(id, LeaseRecord{&blob, deadline, caller.session});
+  shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
   (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
@@ -66,26 +66,26 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
   bool cold = false;
   Result<LeaseGrant> r = [&] {
     std::lock_guard lock(shard.mu);
-    return LeaseLocked(shard, composite, caller, &cold);
+    return LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold);
   }();
   if (cold) r = LeaseCold(shard, composite, caller);
   op_stats_.Record(Op::kGet, r.code(), caller.rank);
   return r;
 }
 
-Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session) {
+Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, int64_t now) {
   auto it = shard.leases.find(lease_id);
   if (it == shard.leases.end() || it->second.owner != session) {
     return NotFound("unknown lease id");
   }
-  LeaseRecord rec = it->second;
-  shard.leases.erase(it);
+  const LeaseRecord rec = it->second;
+  shard.DropLease(it);
   if (rec.blob == nullptr) {
     return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
   }
   Blob* blob = static_cast<Blob*>(rec.blob);
   --blob->leases;
-  const bool expired = clock_->NowNanos() > rec.deadline;
+  const bool expired = now > rec.deadline;
   if (expired) expired_leases_.fetch_add(1, std::memory_order_relaxed);
   FreeZombieLocked(shard, blob);
   if (expired) {
@@ -97,7 +97,7 @@ Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session) {
 Status Store::Release(const Caller& caller, uint64_t lease_id) {
   Shard& shard = ShardOfId(lease_id);
   std::lock_guard lock(shard.mu);
-  return ReleaseLocked(shard, lease_id, caller.session);
+  return ReleaseLocked(shard, lease_id, caller.session, clock_->NowNanos());
 }
 
 }  // namespace tierkv

@@ -1,5 +1,7 @@
 // Read leases and write grants against an injected clock.
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include "store/store_test_util.h"
 
@@ -126,6 +128,36 @@ TEST_F(StoreTest, GrantsAndLeasesAnswerOnlyTheirOwnSession) {
   EXPECT_EQ(Used(), 2 * 4096u);
   EXPECT_TRUE(store_->Release({1, 0}, lease->lease_id).ok());
   EXPECT_EQ(Used(), 4096u);
+}
+
+// Leases come and go many times over in one shard (their records are reused
+// once released): each is released once, by its own id, the ones still held
+// stay intact, and a double release is refused.
+TEST_F(StoreTest, ManyLeasesOverOneShardEachEndOnce) {
+  StoreOptions o;
+  o.shards = 1;
+  Make(16 * kMiB, o);
+  ASSERT_TRUE(Put("k", "v").ok());
+  std::vector<uint64_t> held;
+  for (int round = 0; round < 300; ++round) {
+    auto a = store_->Lease({}, {"default", "k"});
+    auto b = store_->BatchLease({}, "default", std::vector<std::string_view>{"k", "k"});
+    ASSERT_TRUE(a.ok() && b[0].ok() && b[1].ok());
+    EXPECT_NE(a->lease_id, b[0]->lease_id);
+    EXPECT_NE(b[0]->lease_id, b[1]->lease_id);
+    if (round % 3 == 0)
+      held.push_back(a->lease_id);  // some are kept for later
+    else
+      ASSERT_TRUE(store_->Release({}, a->lease_id).ok());
+    const auto released =
+        store_->BatchRelease({}, std::vector<uint64_t>{b[0]->lease_id, b[1]->lease_id});
+    ASSERT_TRUE(released[0].ok() && released[1].ok());
+    EXPECT_EQ(store_->Release({}, b[1]->lease_id).code(), Code::kNotFound);
+  }
+  EXPECT_EQ(store_->Stats().active_leases, held.size());
+  for (uint64_t id : held) EXPECT_TRUE(store_->Release({}, id).ok());
+  for (uint64_t id : held) EXPECT_EQ(store_->Release({}, id).code(), Code::kNotFound);
+  EXPECT_EQ(store_->Stats().active_leases, 0u);
 }
 
 TEST_F(StoreTest, IdsAreNotSequential) {

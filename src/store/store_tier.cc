@@ -364,7 +364,8 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
     if (Status st = Rewarm(shard, composite); !st.ok()) return st;
     bool cold = false;
     std::lock_guard lock(shard.mu);
-    Result<LeaseGrant> r = LeaseLocked(shard, composite, caller, &cold, /*from_ssd=*/true);
+    Result<LeaseGrant> r =
+        LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, /*from_ssd=*/true);
     if (r.ok() || !cold) return r;
   }
   return Status(Code::kRetry, "the rewarmed copy was evicted again before it could be read");
