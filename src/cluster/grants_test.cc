@@ -69,6 +69,23 @@ class GrantsTest : public ::testing::Test {
     return table_->Authorize("req", uuid, "owner-uuid", ticket, items, may_block);
   }
 
+  // req-1's encoded authorization of one item of tenant "t" under `ticket`,
+  // carrying the releases of `release`.
+  static std::string EncodedAuthorize(uint64_t ticket, const std::string& key, uint64_t generation,
+                                      const std::vector<uint64_t>& release = {}) {
+    peer::AuthorizeRequest req;
+    req.set_requester_node("req");
+    req.set_requester_uuid("req-1");
+    req.set_expect_owner_uuid("owner-uuid");
+    req.set_ticket(ticket);
+    peer::GrantItem* item = req.add_items();
+    item->set_tenant("t");
+    item->set_key(key);
+    item->set_generation(generation);
+    for (uint64_t r : release) req.add_release_tickets(r);
+    return req.SerializeAsString();
+  }
+
   // Gives the store an SSD tier over `bytes` of memory.
   void AttachSsd(uint64_t bytes) {
     std::vector<SsdBlob> recovered;
@@ -322,23 +339,11 @@ TEST_F(GrantsTest, TheDataChannelDecidesOnlyWhatMustWaitOffItsEventLoop) {
   DataChannelGrants grants(&t);
   Channel ch = Serve(grants);
   ASSERT_TRUE(ch.client);
-  auto request = [&](uint64_t ticket, const std::string& key, uint64_t generation) {
-    peer::AuthorizeRequest req;
-    req.set_requester_node("req");
-    req.set_requester_uuid("req-1");
-    req.set_expect_owner_uuid("owner-uuid");
-    req.set_ticket(ticket);
-    peer::GrantItem* item = req.add_items();
-    item->set_tenant("t");
-    item->set_key(key);
-    item->set_generation(generation);
-    return req.SerializeAsString();
-  };
   for (const auto& [ticket, key, generation, size, fill] :
        {std::tuple{uint64_t{1}, "hot", hot, 5000, 'h'},
         std::tuple{uint64_t{2}, "cold", cold, 6000, 'c'}}) {
     Result<std::string> answer =
-        ch.client->Authorize(ch.ep, ticket, request(ticket, key, generation), 5000);
+        ch.client->Authorize(ch.ep, ticket, EncodedAuthorize(ticket, key, generation), 5000);
     ASSERT_TRUE(answer.ok()) << answer.status().ToString();
     peer::AuthorizeResponse resp;
     ASSERT_TRUE(resp.ParseFromString(*answer));
@@ -360,18 +365,8 @@ TEST_F(GrantsTest, TheDataChannelAuthorizesAndTheGrantIsReadOnTheSameChannel) {
   Channel ch = Serve(grants);
   ASSERT_TRUE(ch.client);
   transfer::TcpTransport& client = *ch.client;
-  auto request = [&](uint64_t ticket, uint64_t generation, std::vector<uint64_t> release = {}) {
-    peer::AuthorizeRequest req;
-    req.set_requester_node("req");
-    req.set_requester_uuid("req-1");
-    req.set_expect_owner_uuid("owner-uuid");
-    req.set_ticket(ticket);
-    peer::GrantItem* item = req.add_items();
-    item->set_tenant("t");
-    item->set_key("k");
-    item->set_generation(generation);
-    for (uint64_t r : release) req.add_release_tickets(r);
-    return req.SerializeAsString();
+  auto request = [](uint64_t ticket, uint64_t generation, std::vector<uint64_t> release = {}) {
+    return EncodedAuthorize(ticket, "k", generation, release);
   };
   Result<std::string> answer = client.Authorize(ch.ep, 21, request(21, g), 5000);
   ASSERT_TRUE(answer.ok()) << answer.status().ToString();
