@@ -8,8 +8,8 @@ namespace tierkv {
 namespace {
 
 template <typename T>
-void Put(std::string& b, size_t at, T v) {
-  std::memcpy(b.data() + at, &v, sizeof(T));
+void Put(char* b, size_t at, T v) {
+  std::memcpy(b + at, &v, sizeof(T));
 }
 
 template <typename T>
@@ -30,7 +30,7 @@ uint64_t BlobFootprint(uint64_t value_size) {
          (value_size + kBlobHeaderBytes - 1) / kBlobHeaderBytes * kBlobHeaderBytes;
 }
 
-Result<std::string> EncodeBlobHeader(const BlobHeader& h) {
+Status CheckBlobHeader(const BlobHeader& h) {
   if (h.size == 0 || h.size > kMaxBlobValueBytes) {
     return InvalidArgument("blob value size " + std::to_string(h.size) + " out of range");
   }
@@ -41,7 +41,18 @@ Result<std::string> EncodeBlobHeader(const BlobHeader& h) {
                            " bytes; an SSD blob header holds " +
                            std::to_string(kBlobHeaderBytes - kBlobFixedBytes));
   }
+  return Status::Ok();
+}
+
+Result<std::string> EncodeBlobHeader(const BlobHeader& h) {
+  if (Status st = CheckBlobHeader(h); !st.ok()) return st;
   std::string b(kBlobHeaderBytes, '\0');
+  EncodeBlobHeaderInto(h, b.data());
+  return b;
+}
+
+void EncodeBlobHeaderInto(const BlobHeader& h, char* b) {
+  std::memset(b, 0, kBlobHeaderBytes);
   Put<uint32_t>(b, 0, kBlobMagic);
   Put<uint16_t>(b, 4, kBlobVersion);
   Put<uint16_t>(b, 6, 0);  // flags
@@ -53,11 +64,10 @@ Result<std::string> EncodeBlobHeader(const BlobHeader& h) {
   Put<uint16_t>(b, 44, static_cast<uint16_t>(h.group_id.size()));
   size_t at = kBlobFixedBytes;
   for (const std::string* s : {&h.tenant, &h.key, &h.group_id}) {
-    std::memcpy(b.data() + at, s->data(), s->size());
+    std::memcpy(b + at, s->data(), s->size());
     at += s->size();
   }
-  Put<uint64_t>(b, 8, HeaderChecksum(b));
-  return b;
+  Put<uint64_t>(b, 8, HeaderChecksum(std::string_view(b, kBlobHeaderBytes)));
 }
 
 Result<BlobHeader> DecodeBlobHeader(std::string_view block) {

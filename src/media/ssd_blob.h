@@ -34,8 +34,14 @@ struct BlobHeader {
 };
 
 // The header as exactly kBlobHeaderBytes bytes. INVALID_ARGUMENT when the names
-// do not fit (tenant + key + group > 4048 bytes, or any over 65535).
+// do not fit (tenant + key + group > 4048 bytes, or any over 65535), or the
+// size is 0 or over kMaxBlobValueBytes.
 Result<std::string> EncodeBlobHeader(const BlobHeader& h);
+// Whether `h` can be encoded: the errors of EncodeBlobHeader.
+Status CheckBlobHeader(const BlobHeader& h);
+// Encodes `h`, which CheckBlobHeader accepted, into the kBlobHeaderBytes bytes
+// at `block` (a writer's own aligned buffer).
+void EncodeBlobHeaderInto(const BlobHeader& h, char* block);
 
 // NOT_FOUND for a block that starts no blob (no magic: free space, a freed
 // blob, the inside of a value); PROTOCOL_ERROR naming what is wrong for a block

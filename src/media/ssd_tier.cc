@@ -102,7 +102,7 @@ Status SsdTier::Recover(std::vector<SsdBlob>* recovered, SsdRecoveryStats* stats
 
 Result<SsdBlob> SsdTier::Write(BlobHeader h, const void* value) {
   h.generation = generation_.fetch_add(1, std::memory_order_relaxed);
-  if (Result<std::string> check = EncodeBlobHeader(h); !check.ok()) return check.status();
+  if (Status st = CheckBlobHeader(h); !st.ok()) return st;
   const uint64_t footprint = BlobFootprint(h.size);
   std::optional<Extent> extent = allocator_.Allocate(footprint);
   if (!extent) {
@@ -121,8 +121,7 @@ Result<SsdBlob> SsdTier::Write(BlobHeader h, const void* value) {
       PieceBytes(footprint - kBlobHeaderBytes),
       [&] {
         h.value_checksum = ValueChecksum(value, h.size);
-        Result<std::string> encoded = EncodeBlobHeader(h);  // checked above: cannot fail
-        std::memcpy(block.data, encoded->data(), kBlobHeaderBytes);
+        EncodeBlobHeaderInto(h, static_cast<char*>(block.data));  // checked above
       },
       &header);
   if (!st.ok()) {
