@@ -35,14 +35,16 @@ uint64_t RandomSeed() {
 // tenant's clear holds every shard's, then the change feed's and the
 // observers': a ThreadSanitizer build keeps at most 32 shards, so that the
 // clear can be checked at all.
+#if defined(__SANITIZE_THREAD__)  // GCC
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)  // Clang
+constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
 StoreOptions ForThisBuild(StoreOptions options) {
-#if defined(__SANITIZE_THREAD__)
-  options.shards = std::min<uint32_t>(options.shards, 32);
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-  options.shards = std::min<uint32_t>(options.shards, 32);
-#endif
-#endif
+  if (kThreadSanitizer) options.shards = std::min<uint32_t>(options.shards, 32);
   return options;
 }
 

@@ -23,7 +23,7 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
       FreeZombieLocked(shard, blob);
     }
     if (rec.blob == nullptr && now > rec.deadline + tombstone_ns) {
-      it = shard.leases.erase(it);
+      shard.DropLease(it++);
     } else {
       ++it;
     }
