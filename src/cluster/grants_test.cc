@@ -103,9 +103,8 @@ class GrantsTest : public ::testing::Test {
     std::string ep;
     std::unique_ptr<transfer::TcpTransport> client;
   };
-  static Channel Serve(transfer::GrantSource& t) {
+  static Channel Serve(transfer::GrantSource& t, transfer::DataServerOptions o = {}) {
     Channel c;
-    transfer::DataServerOptions o;
     o.listen = "127.0.0.1:0";
     c.server = std::make_unique<transfer::DataServer>(o, &t);
     EXPECT_TRUE(c.server->Start().ok());
@@ -554,6 +553,46 @@ TEST_F(GrantsTest, APollingReaderAndASleepingOneReadTheSameBytes) {
   const transfer::TcpTransportWaits polled = (*poller)->Waits();
   EXPECT_GT(polled.polled, 0u);
   EXPECT_LE(polled.caught, polled.polled);
+}
+
+// The owner closes a connection that stayed idle past its idle timeout: the
+// reader's next READ and AUTHORIZE (each on a pool of its own) find the
+// pooled connection gone and open a new one, instead of failing on it.
+TEST_F(GrantsTest, AReaderReplacesAConnectionTheOwnerClosedWhileItWasIdle) {
+  GrantTable& t = Table(16 * kMiB);
+  const uint64_t g = Put("k", 8192, 'k');
+  ASSERT_TRUE(Ask(31, {{"t", "k", g}}).ok());
+  DataChannelGrants grants(&t);
+  transfer::DataServerOptions o;
+  o.idle_timeout_ms = 50;
+  Channel c = Serve(grants, o);
+  auto closed = [&](uint64_t accepted) {
+    for (int i = 0; i < 2000; ++i) {  // up to 10 s
+      const transfer::DataServerStats s = c.server->Stats();
+      if (s.connections_total == accepted && s.connections == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  std::vector<uint8_t> dest(8192);
+  for (uint64_t round = 1; round <= 3; ++round) {
+    const Status st = c.client->Read(c.ep, {31, 0, g, 0, dest.size()}, dest.data());
+    ASSERT_TRUE(st.ok()) << round << ": " << st.ToString();
+    EXPECT_TRUE(std::all_of(dest.begin(), dest.end(), [](uint8_t b) { return b == 'k'; }));
+    ASSERT_TRUE(closed(round)) << "the owner did not close the idle connection";
+  }
+  for (uint64_t round = 4; round <= 5; ++round) {
+    const uint64_t ticket = 100 + round;
+    Result<std::string> answer =
+        c.client->Authorize(c.ep, ticket, EncodedAuthorize(ticket, "k", g), 5000);
+    ASSERT_TRUE(answer.ok()) << round << ": " << answer.status().ToString();
+    peer::AuthorizeResponse resp;
+    ASSERT_TRUE(resp.ParseFromString(*answer));
+    ASSERT_EQ(resp.items_size(), 1);
+    EXPECT_EQ(resp.items(0).code(), 0u);
+    ASSERT_TRUE(closed(round));
+  }
+  c.server->Stop();
 }
 
 // An owner that never answers: a reader that polls first still gives up after

@@ -1,5 +1,7 @@
 #include "transfer/tcp_transport.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -297,6 +299,17 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportOptions o
 TcpTransport::~TcpTransport() = default;
 
 namespace {
+// Whether an idle connection can carry a request. The owner sends nothing
+// unasked, so anything to read on it (end of stream, a reset, a TLS
+// close_notify) means that the owner has closed it: after its idle timeout,
+// to make room for another peer, or in a restart. Checked before each reuse,
+// so a request is not spent on a dead connection.
+bool StillOpen(tcp::socket& sock) {
+  char byte = 0;
+  const ssize_t n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 // The pool of an endpoint's authorization connections, apart from its READs'
 // so that an authorization ahead never waits for a READ to free one.
 std::string ControlPool(const std::string& endpoint) { return "authorize " + endpoint; }
@@ -313,10 +326,11 @@ Result<std::unique_ptr<TcpTransport::Conn>> TcpTransport::Acquire(const std::str
     });
     if (!ready) return Lost(endpoint, "no connection free in time");
     Pool& pool = pools_[pool_key];
-    if (!pool.idle.empty()) {
+    while (!pool.idle.empty()) {
       std::unique_ptr<Conn> c = std::move(pool.idle.back());
       pool.idle.pop_back();
-      return c;
+      if (StillOpen(c->lowest())) return c;
+      --pool.open;  // the owner closed it while it was idle: it closes here too
     }
     ++pool.open;  // reserved; opened below without the lock
   }
