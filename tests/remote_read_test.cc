@@ -106,6 +106,9 @@ TEST(RemoteRead, TwoHundredSixtyObjectsOfMixedSizesArriveByteForByte) {
   EXPECT_EQ(ScrapeMetric(*b.proc, "tierkv_remote_fetched_bytes_total"),
             static_cast<int64_t>(total));
   EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_bytes_sent_total"), static_cast<int64_t>(total));
+  // Far from the owner's connection limit: nothing was shed or refused.
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_connections_total{result=\"shed\"}"), 0);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_connections_total{result=\"refused\"}"), 0);
   EXPECT_TRUE(GrantsDrained(*a.proc));
   EXPECT_TRUE(
       WaitFor([&] { return ScrapeMetric(*b.proc, "tierkv_remote_grants_awaiting_release") == 0; }));

@@ -154,7 +154,7 @@ struct TransferStats {
   uint64_t refused_stale = 0, refused_budget = 0, refused_sessions = 0, refused_other = 0;
   uint64_t budget_waits = 0, released = 0, expired = 0, departed = 0;
   // The owner's data channel.
-  uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0;
+  uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0, data_shed = 0;
   uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0, data_checksums_reused = 0;
   uint64_t data_decided_at_once = 0, data_decided_on_pool = 0;  // AUTHORIZEs, where decided
 };

@@ -428,6 +428,7 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.Head(kDcConnsTotal);
   w.Sample(kDcConnsTotal.name, Label("result", "accepted"), t.data_connections_total);
   w.Sample(kDcConnsTotal.name, Label("result", "refused"), t.data_refused);
+  w.Sample(kDcConnsTotal.name, Label("result", "shed"), t.data_shed);
   w.Head(kDcReads);
   w.Sample(kDcReads.name, Label("result", "sent"), t.data_reads);
   w.Sample(kDcReads.name, Label("result", "refused"), t.data_refusals);

@@ -22,6 +22,7 @@ TransferStats TransferView::Transfer() const {
   s.data_connections = d.connections;
   s.data_connections_total = d.connections_total;
   s.data_refused = d.refused;
+  s.data_shed = d.shed;
   s.data_reads = d.reads;
   s.data_refusals = d.refusals;
   s.data_bytes_out = d.bytes_out;

@@ -8,6 +8,8 @@
 #include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
 #include <atomic>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
@@ -33,18 +35,59 @@ asio::awaitable<bool> WriteBounded(Stream& sock, asio::steady_timer& timer, cons
   co_return r.index() == 0 && !std::get<0>(std::get<0>(r));
 }
 
+// An AUTHORIZE's bytes are read in pieces of at most this many, each piece's
+// memory taken as it comes: a peer that announces a large request holds only
+// what it has sent.
+constexpr size_t kBodyPiece = 64 << 10;
+
+// How long a new connection to a full server waits for one of the open ones
+// to finish its answer (and become one that can be shed), polled this often.
+constexpr auto kFullWait = std::chrono::milliseconds(100);
+constexpr auto kFullPoll = std::chrono::milliseconds(1);
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
+
+// An open connection, as Accept sees it when the server is full and one must
+// make room (Impl::ShedOne).
+struct DataServer::Slot {
+  asio::any_io_executor executor;  // the connection's event loop
+  // Its lowest layer; closed on `executor` only, while `open`.
+  asio::ip::tcp::socket* socket = nullptr;
+  // Since when it has waited for a request (steady ns; from accept for its
+  // first); 0 while it reads, decides or answers one.
+  std::atomic<int64_t> waiting_since{0};
+  std::atomic<bool> answered{false};  // it has had an answer that was not an error
+  bool open = true;                   // under Impl::slots_mu; cleared on `executor`
+  bool shed = false;                  // under Impl::slots_mu: chosen to make room
+};
 
 struct DataServer::Impl {
   Impl(DataServerOptions o, GrantSource* s) : options(std::move(o)), source(s) {}
 
   asio::awaitable<void> Accept();
+  // Whether a new connection may be served: fewer than max_connections are
+  // open, or one is shed (ShedOne), or one can be within kFullWait.
+  asio::awaitable<bool> MakeRoom();
+  // Closes the open connection that has waited the longest for its first
+  // request, else the one idle the longest, and says whether there was one
+  // (every connection may be answering a request).
+  bool ShedOne();
+  // Keeps `sock` (a new connection's lowest layer) in `slots` until the
+  // returned holder goes.
+  std::shared_ptr<Slot> Enter(tcp::socket& sock);
+  void Leave(const std::shared_ptr<Slot>& slot);
   asio::awaitable<void> Serve(tcp::socket sock);
   // With TLS: the handshake (the peer must present a certificate the CA
   // signed), then the same requests.
   asio::awaitable<void> ServeTls(tcp::socket sock);
   template <class Stream>
-  asio::awaitable<void> ServeOn(Stream& sock);
+  asio::awaitable<void> ServeOn(Stream& sock, Slot& slot);
   // Writes an answer's head, body and trailer: the checksum of the `length`
   // bytes at `data`, which are bytes [offset, offset + length) of a value of
   // `size` bytes. A checksum `digests` knows is sent as it is; otherwise the
@@ -62,8 +105,8 @@ struct DataServer::Impl {
   // when that needs no wait, else on the blocking pool, never blocking an
   // event loop) and sends the answer; false when the connection is gone.
   template <class Stream>
-  asio::awaitable<bool> Authorize(Stream& sock, asio::steady_timer& timer, uint64_t ticket,
-                                  uint64_t length);
+  asio::awaitable<bool> Authorize(Stream& sock, asio::steady_timer& timer, Slot& slot,
+                                  uint64_t ticket, uint64_t length);
 
   const DataServerOptions options;
   GrantSource* const source;
@@ -81,10 +124,13 @@ struct DataServer::Impl {
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   size_t next_io = 0;  // the acceptor's coroutine only
+  std::mutex slots_mu;
+  std::list<std::shared_ptr<Slot>> slots;  // every open connection
   bool stopped = false;
   int port = 0;
-  std::atomic<uint64_t> connections{0}, connections_total{0}, refused{0}, reads{0}, refusals{0},
-      bytes_out{0}, checksums_reused{0}, authorizations{0}, decided_at_once{0}, decided_on_pool{0};
+  std::atomic<uint64_t> connections{0}, connections_total{0}, refused{0}, shed{0}, reads{0},
+      refusals{0}, bytes_out{0}, checksums_reused{0}, authorizations{0}, decided_at_once{0},
+      decided_on_pool{0};
 };
 
 asio::awaitable<void> DataServer::Impl::Accept() {
@@ -96,7 +142,7 @@ asio::awaitable<void> DataServer::Impl::Accept() {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
       continue;  // a failed accept (EMFILE, a reset peer) ends nothing else
     }
-    if (connections.load() >= options.max_connections) {
+    if (!co_await MakeRoom()) {
       refused.fetch_add(1);
       asio::error_code ignored;
       sock.close(ignored);
@@ -107,6 +153,64 @@ asio::awaitable<void> DataServer::Impl::Accept() {
     asio::co_spawn(target, tls ? ServeTls(std::move(sock)) : Serve(std::move(sock)),
                    [this](std::exception_ptr) { connections.fetch_sub(1); });
   }
+}
+
+asio::awaitable<bool> DataServer::Impl::MakeRoom() {
+  if (connections.load() < options.max_connections || ShedOne()) co_return true;
+  // Every connection is answering a request. One that has just sent its
+  // answer becomes idle a moment later: wait for one, up to kFullWait.
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (auto waited = std::chrono::milliseconds(0); waited < kFullWait; waited += kFullPoll) {
+    timer.expires_after(kFullPoll);
+    co_await timer.async_wait(kAwaitTuple);
+    if (connections.load() < options.max_connections || ShedOne()) co_return true;
+  }
+  co_return false;
+}
+
+bool DataServer::Impl::ShedOne() {
+  std::shared_ptr<Slot> victim;
+  {
+    std::lock_guard lock(slots_mu);
+    std::pair<bool, int64_t> first{true, 0};  // (answered, waiting since): smallest goes
+    for (const std::shared_ptr<Slot>& s : slots) {
+      const int64_t since = s->waiting_since.load(std::memory_order_relaxed);
+      if (!s->open || s->shed || since == 0) continue;
+      const std::pair<bool, int64_t> key{s->answered.load(std::memory_order_relaxed), since};
+      if (!victim || key < first) {
+        victim = s;
+        first = key;
+      }
+    }
+    if (!victim) return false;
+    victim->shed = true;
+  }
+  // On the connection's own loop, where its requests begin: one that began
+  // answering a request meanwhile is left alone (the server is then one over
+  // its limit until a connection ends).
+  asio::post(victim->executor, [this, victim] {
+    if (!victim->open || victim->waiting_since.load(std::memory_order_relaxed) == 0) return;
+    asio::error_code ignored;
+    victim->socket->close(ignored);  // its wait for a request ends, and the connection with it
+    shed.fetch_add(1, std::memory_order_relaxed);
+  });
+  return true;
+}
+
+std::shared_ptr<DataServer::Slot> DataServer::Impl::Enter(tcp::socket& sock) {
+  auto slot = std::make_shared<Slot>();
+  slot->executor = sock.get_executor();
+  slot->socket = &sock;
+  slot->waiting_since.store(SteadyNanos(), std::memory_order_relaxed);
+  std::lock_guard lock(slots_mu);
+  slots.push_back(slot);
+  return slot;
+}
+
+void DataServer::Impl::Leave(const std::shared_ptr<Slot>& slot) {
+  std::lock_guard lock(slots_mu);
+  slot->open = false;
+  slots.remove(slot);
 }
 
 template <class Stream>
@@ -121,34 +225,47 @@ asio::awaitable<bool> DataServer::Impl::Refuse(Stream& sock, asio::steady_timer&
   co_return co_await WriteBounded(sock, timer, bufs);
 }
 
+// Leaves `slots` when the connection's coroutine ends, however it ends (its
+// frame is destroyed without a return when the server stops).
+struct DataServer::SlotHolder {
+  Impl& impl;
+  std::shared_ptr<Slot> slot;
+  ~SlotHolder() { impl.Leave(slot); }
+};
+
 asio::awaitable<void> DataServer::Impl::Serve(tcp::socket sock) {
   asio::error_code ignored;
   sock.set_option(tcp::no_delay(true), ignored);
-  co_await ServeOn(sock);
+  const SlotHolder held{*this, Enter(sock)};
+  co_await ServeOn(sock, *held.slot);
 }
 
 asio::awaitable<void> DataServer::Impl::ServeTls(tcp::socket sock) {
   asio::error_code ignored;
   sock.set_option(tcp::no_delay(true), ignored);
   asio::ssl::stream<tcp::socket> stream(std::move(sock), *tls);
+  const SlotHolder held{*this, Enter(stream.next_layer())};
   asio::steady_timer timer(stream.get_executor());
   timer.expires_after(std::chrono::milliseconds(options.io_timeout_ms));
   auto shook = co_await (stream.async_handshake(asio::ssl::stream_base::server, kAwaitTuple) ||
                          timer.async_wait(kAwaitTuple));
   if (shook.index() != 0 || std::get<0>(std::get<0>(shook))) {
-    refused.fetch_add(1);  // no certificate the CA signed, or no TLS at all
+    // No certificate the CA signed, or no TLS at all (a connection closed to
+    // make room is counted as shed).
+    if (!held.slot->shed) refused.fetch_add(1);
     co_return;
   }
-  co_await ServeOn(stream);
+  co_await ServeOn(stream, *held.slot);
 }
 
 template <class Stream>
-asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
+asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock, Slot& slot) {
   asio::steady_timer timer(sock.get_executor());
   std::array<uint8_t, kRequestBytes> in{};
   std::array<uint8_t, kResponseBytes> head{};
   std::array<uint8_t, kTrailerBytes> trailer{};
-  for (;;) {
+  for (bool first = true;; first = false) {
+    if (!first) slot.waiting_since.store(SteadyNanos(), std::memory_order_relaxed);
     timer.expires_after(std::chrono::milliseconds(options.idle_timeout_ms));
     auto got = co_await (asio::async_read(sock, asio::buffer(in), kWholeRest, kAwaitTuple) ||
                          timer.async_wait(kAwaitTuple));
@@ -159,9 +276,10 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
       co_return;  // the byte stream cannot be trusted any more
     }
     if (req.op == kOpAuthorize) {
-      if (!co_await Authorize(sock, timer, req.ticket, req.length)) co_return;
+      if (!co_await Authorize(sock, timer, slot, req.ticket, req.length)) co_return;
       continue;
     }
+    slot.waiting_since.store(0, std::memory_order_relaxed);
     Result<GrantSpan> span = source->Open(req.ticket, req.item, req.generation);
     if (!span.ok()) {
       if (!co_await Refuse(sock, timer, span.status())) co_return;
@@ -187,18 +305,26 @@ asio::awaitable<void> DataServer::Impl::ServeOn(Stream& sock) {
                            span->digests)) {
       co_return;
     }
+    slot.answered.store(true, std::memory_order_relaxed);
     trace.End(true);
   }
 }
 
 template <class Stream>
 asio::awaitable<bool> DataServer::Impl::Authorize(Stream& sock, asio::steady_timer& timer,
-                                                  uint64_t ticket, uint64_t length) {
-  std::string request(length, '\0');
+                                                  Slot& slot, uint64_t ticket, uint64_t length) {
+  std::string request;
   timer.expires_after(IoBudget(options.io_timeout_ms, length));
-  auto got = co_await (asio::async_read(sock, asio::buffer(request), kWholeRest, kAwaitTuple) ||
-                       timer.async_wait(kAwaitTuple));
-  if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
+  while (request.size() < length) {
+    const size_t at = request.size();
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kBodyPiece, length - at));
+    request.resize(at + n);
+    auto got =
+        co_await (asio::async_read(sock, asio::buffer(request.data() + at, n), kAwaitTuple) ||
+                  timer.async_wait(kAwaitTuple));
+    if (got.index() != 0 || std::get<0>(std::get<0>(got))) co_return false;
+  }
+  slot.waiting_since.store(0, std::memory_order_relaxed);
   Result<std::string> answer = Status(Code::kInternal, "the authorization did not run");
   // Decided here when that needs no wait (no thread hop: the answer goes out
   // at once); otherwise on the blocking pool.
@@ -219,6 +345,7 @@ asio::awaitable<bool> DataServer::Impl::Authorize(Stream& sock, asio::steady_tim
   }
   if (!answer.ok()) co_return co_await Refuse(sock, timer, answer.status());
   authorizations.fetch_add(1, std::memory_order_relaxed);
+  slot.answered.store(true, std::memory_order_relaxed);
   std::array<uint8_t, kResponseBytes> head{};
   EncodeResponse({0, answer->size()}, head.data());
   timer.expires_after(IoBudget(options.io_timeout_ms, answer->size()));
@@ -322,6 +449,7 @@ DataServerStats DataServer::Stats() const {
   s.connections = impl_->connections.load();
   s.connections_total = impl_->connections_total.load();
   s.refused = impl_->refused.load();
+  s.shed = impl_->shed.load();
   s.reads = impl_->reads.load();
   s.refusals = impl_->refusals.load();
   s.bytes_out = impl_->bytes_out.load();

@@ -13,7 +13,12 @@
 // requests one after another. A connection idle for
 // idle_timeout_ms, or a write that does not finish within io_timeout_ms plus
 // one second per 64 MiB, is closed (the grant's hold is dropped with it). At
-// most max_connections are open; more are closed at accept (counted).
+// most max_connections are open: a new one over that first sheds the oldest
+// connection still waiting for its first request, else the one idle the
+// longest (a requester reconnects at its next request); when every
+// connection is answering a request for 100 ms, the new one is closed. Both
+// are counted. An AUTHORIZE's bytes are taken as they come, so a peer holds
+// only the memory of what it has sent.
 //
 // With TLS (options.tls) a connection must complete a TLS handshake with a
 // certificate signed by the CA within io_timeout_ms, or it is closed (counted
@@ -45,7 +50,8 @@ struct DataServerOptions {
 struct DataServerStats {
   uint64_t connections = 0;        // open now
   uint64_t connections_total = 0;  // accepted
-  uint64_t refused = 0;            // closed at accept: over max_connections
+  uint64_t refused = 0;            // closed: every connection kept answering, or TLS failed
+  uint64_t shed = 0;               // idle ones closed to make room for a new one
   uint64_t reads = 0;              // READs answered with bytes (counted as the answer starts)
   uint64_t refusals = 0;           // READs answered with an error
   uint64_t bytes_out = 0;          // object bytes of those answers
@@ -74,6 +80,8 @@ class DataServer {
 
  private:
   struct Impl;
+  struct Slot;
+  struct SlotHolder;
   std::unique_ptr<Impl> impl_;
 };
 
