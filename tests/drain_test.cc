@@ -176,12 +176,15 @@ uint64_t ListedGeneration(const Node& b, const std::string& key) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   peer::DrainListRequest req;
   req.set_medium(255);
-  peer::DrainListResponse out;
-  EXPECT_TRUE(stub->DrainList(&ctx, req, &out).ok());
-  for (const peer::InventoryRecord& r : out.records()) {
-    if (r.key() == key) return r.generation();
+  auto reader = stub->DrainList(&ctx, req);
+  uint64_t generation = 0;
+  for (peer::DrainListResponse page; reader->Read(&page);) {
+    for (const peer::InventoryRecord& r : page.records()) {
+      if (r.key() == key) generation = r.generation();
+    }
   }
-  return 0;
+  EXPECT_TRUE(reader->Finish().ok());
+  return generation;
 }
 
 TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
@@ -244,6 +247,63 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
                      R"({"inventory_fence":{"owner":"zz","sequence":1}})")
                 .find("unknown owner"),
             std::string::npos);
+}
+
+// A node whose listing is larger than one gRPC message may be (4 MiB by
+// default): 6000 objects with 1000-byte keys list as about 6 MB, and every
+// one of them is moved.
+TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "256MiB"});
+  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--dram-size", "256MiB"});
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  constexpr int kObjects = 6000;
+  auto key = [](int i) {
+    std::string k = "long-" + std::to_string(i) + "-";
+    k.resize(1000, 'k');
+    return k;
+  };
+  for (int at = 0; at < kObjects; at += 500) {
+    std::vector<std::string> keys, values;
+    for (int i = at; i < at + 500; ++i) {
+      keys.push_back(key(i));
+      values.push_back("v" + std::to_string(i));
+    }
+    std::vector<PutItem> items;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      items.push_back({keys[i], values[i].data(), values[i].size(), ""});
+    }
+    for (const Status& st : (*cb)->BatchPut(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  ASSERT_TRUE(
+      WaitFor([&] { return GetJson(*a.proc, "/cache/metadata")["index"]["entries"] == kObjects; }));
+  const std::string id =
+      Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"b"})"), "job_id");
+  ASSERT_FALSE(id.empty());
+  std::string line;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        line = GetText(*a.proc, "/api/v1/drain_jobs/query?job_id=" + id);
+        return !line.empty() && Field(line, "state") != "running";
+      },
+      120000));
+  EXPECT_EQ(Field(line, "state"), "done") << line;
+  EXPECT_EQ(Field(line, "objects_total"), std::to_string(kObjects)) << line;
+  EXPECT_EQ(Field(line, "objects_moved"), std::to_string(kObjects)) << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  LookupOptions local;
+  local.local_only = true;
+  for (int i = 0; i < kObjects; i += 7) {
+    Result<std::string> v = (*ca)->Get(key(i));
+    ASSERT_TRUE(v.ok()) << i << ": " << v.status().ToString();
+    EXPECT_EQ(*v, "v" + std::to_string(i));
+    EXPECT_FALSE((*cb)->Exist(key(i), kDefaultTenant, local).ok()) << i;
+  }
 }
 
 TEST(Drain, CancelStopsAJobBetweenBatches) {

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <map>
+#include <set>
 #include <string_view>
 
 #include "cluster/peer_rpc.h"
@@ -23,6 +25,8 @@ struct DrainJobs::Job {
 namespace {
 
 constexpr size_t kBatch = 64;
+// How long the source may take to list what it holds (a stream of pages).
+constexpr int64_t kListDeadlineMs = 60000;
 
 int64_t NowMs() { return RealClock()->NowUnixMillis(); }
 
@@ -153,6 +157,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     job->view.error = error;
     job->view.finished_unix_ms = NowMs();
     running_.reset();
+    if (!error.empty()) spdlog::warn("drain job {} {}: {}", job->view.id, state, error);
   };
   const ClusterView cv = membership_->Members();
   std::unique_ptr<peer::Peer::Stub> source;
@@ -166,22 +171,30 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     }
   }
   if (!source || targets.empty()) return finish("failed", "the source or every target left");
-  peer::DrainListResponse listing;
+  // The listing comes as a stream of pages; each object is kept once (a
+  // whole node lists an object in DRAM and on SSD twice).
+  std::vector<peer::DrainListResponse> pages;
+  std::map<std::string, std::vector<const peer::InventoryRecord*>> by_tenant;
   {
     grpc::ClientContext ctx;
-    ctx.set_deadline(PeerDeadline(30000));
+    ctx.set_deadline(PeerDeadline(kListDeadlineMs));
     peer::DrainListRequest req;
     req.set_medium(job->medium);
-    const grpc::Status gs = source->DrainList(&ctx, req, &listing);
+    std::unique_ptr<grpc::ClientReader<peer::DrainListResponse>> reader =
+        source->DrainList(&ctx, req);
+    for (peer::DrainListResponse page; reader->Read(&page);) pages.push_back(std::move(page));
+    const grpc::Status gs = reader->Finish();
     if (!gs.ok()) return finish("failed", "listing the source: " + gs.error_message());
-  }
-  {
+    std::set<std::pair<std::string_view, std::string_view>> seen;
+    for (const peer::DrainListResponse& page : pages) {
+      for (const peer::InventoryRecord& r : page.records()) {
+        if (seen.emplace(r.tenant(), r.key()).second) by_tenant[r.tenant()].push_back(&r);
+      }
+    }
     std::lock_guard lock(mu_);
-    job->view.total = static_cast<uint64_t>(listing.records_size());
+    job->view.total = seen.size();
   }
   // Batches of one tenant, sent to the targets in turn.
-  std::map<std::string, std::vector<const peer::InventoryRecord*>> by_tenant;
-  for (const peer::InventoryRecord& r : listing.records()) by_tenant[r.tenant()].push_back(&r);
   size_t turn = 0;
   for (const auto& [tenant, recs] : by_tenant) {
     for (size_t at = 0; at < recs.size(); at += kBatch) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
 #include "cluster/fetcher.h"
 #include "cluster/global_index.h"
@@ -31,6 +30,8 @@ constexpr int64_t kDropFenceWaitMs = 10000;
 // Drops waiting for a fence at once (each holds a gRPC thread; one drain job
 // sends one Drop at a time).
 constexpr int kMaxFenceWaits = 8;
+// Records per page of a drain listing (DrainList).
+constexpr size_t kDrainListPage = 1024;
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -75,17 +76,17 @@ class PeerService final : public tierkv::peer::Peer::Service {
   }
 
   grpc::Status DrainList(grpc::ServerContext*, const peer::DrainListRequest* req,
-                         peer::DrainListResponse* out) override {
+                         grpc::ServerWriter<peer::DrainListResponse>* writer) override {
     if (store_ == nullptr) return Unimplemented();
     const uint32_t medium = req->medium();
-    std::set<std::pair<std::string, std::string>> seen;  // a whole node lists each object once
-    store_->Snapshot(1024, [&](std::span<const SnapshotRecord> page) {
+    bool alive = true;
+    // A page of the snapshot at a time (written without a store lock held);
+    // the coordinator lists each object of a whole node once.
+    store_->Snapshot(kDrainListPage, [&](std::span<const SnapshotRecord> page) {
+      peer::DrainListResponse out;
       for (const SnapshotRecord& r : page) {
-        if (medium != 255 ? static_cast<uint32_t>(r.medium) != medium
-                          : !seen.emplace(r.tenant, r.key).second) {
-          continue;
-        }
-        peer::InventoryRecord* o = out->add_records();
+        if (medium != 255 && static_cast<uint32_t>(r.medium) != medium) continue;
+        peer::InventoryRecord* o = out.add_records();
         o->set_tenant(r.tenant);
         o->set_key(r.key);
         o->set_name_space(r.name_space);
@@ -94,8 +95,10 @@ class PeerService final : public tierkv::peer::Peer::Service {
         o->set_generation(r.generation);
         o->set_sequence(r.sequence);
       }
+      if (alive && out.records_size() > 0) alive = writer->Write(out);
     });
-    return grpc::Status::OK;
+    return alive ? grpc::Status::OK
+                 : grpc::Status(grpc::StatusCode::CANCELLED, "the coordinator went away");
   }
 
   grpc::Status Pull(grpc::ServerContext*, const peer::PullRequest* req,
