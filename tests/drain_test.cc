@@ -250,25 +250,29 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
 }
 
 // A node whose listing is larger than one gRPC message may be (4 MiB by
-// default): 6000 objects with 1000-byte keys list as about 6 MB, and every
-// one of them is moved.
+// default): 6000 objects with keys of 1000 bytes, the last 100 of them of
+// 100 000 bytes in a tenant of their own (a batch of 64 of those would make a
+// Pull of 6 MB), list as about 16 MB; every one of them is moved.
 TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "256MiB"});
+  const std::vector<std::string> flags = {"--dram-size", "256MiB", "--max-key-bytes", "131072"};
+  Node a = StartNode(etcd.endpoints(), cluster, "a", flags);
   ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
-  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--dram-size", "256MiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b", flags);
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
   constexpr int kObjects = 6000;
-  auto key = [](int i) {
+  auto longest = [](int i) { return i >= kObjects - 100; };
+  auto key = [&](int i) {
     std::string k = "long-" + std::to_string(i) + "-";
-    k.resize(1000, 'k');
+    k.resize(longest(i) ? 100000 : 1000, 'k');
     return k;
   };
-  for (int at = 0; at < kObjects; at += 500) {
+  auto tenant = [&](int i) { return std::string(longest(i) ? "longest" : kDefaultTenant); };
+  for (int at = 0; at < kObjects; at += 100) {
     std::vector<std::string> keys, values;
-    for (int i = at; i < at + 500; ++i) {
+    for (int i = at; i < at + 100; ++i) {
       keys.push_back(key(i));
       values.push_back("v" + std::to_string(i));
     }
@@ -276,7 +280,9 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
     for (size_t i = 0; i < keys.size(); ++i) {
       items.push_back({keys[i], values[i].data(), values[i].size(), ""});
     }
-    for (const Status& st : (*cb)->BatchPut(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+    for (const Status& st : (*cb)->BatchPut(items, tenant(at))) {
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
   }
   ASSERT_TRUE(
       WaitFor([&] { return GetJson(*a.proc, "/cache/metadata")["index"]["entries"] == kObjects; }));
@@ -298,11 +304,11 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
   ASSERT_TRUE(ca.ok());
   LookupOptions local;
   local.local_only = true;
-  for (int i = 0; i < kObjects; i += 7) {
-    Result<std::string> v = (*ca)->Get(key(i));
+  for (int i = 0; i < kObjects; i += longest(i) ? 1 : 7) {
+    Result<std::string> v = (*ca)->Get(key(i), tenant(i));
     ASSERT_TRUE(v.ok()) << i << ": " << v.status().ToString();
     EXPECT_EQ(*v, "v" + std::to_string(i));
-    EXPECT_FALSE((*cb)->Exist(key(i), kDefaultTenant, local).ok()) << i;
+    EXPECT_FALSE((*cb)->Exist(key(i), tenant(i), local).ok()) << i;
   }
 }
 

@@ -204,6 +204,54 @@ TEST(Inventory, ALargeSnapshotIsNeverSeenHalfInstalled) {
   EXPECT_LE(Coverage(*b.proc)["index"]["bytes"].get<uint64_t>() / kObjects, 192u);
 }
 
+// Long keys (--max-key-bytes 65536): 200 keys of 60 000 bytes are 12 MB of
+// records, and a batch put of 100 of them 6 MB of changes, more than one gRPC
+// message may carry (4 MiB). The owner cuts its snapshot pages and delta
+// frames by bytes as well as by count, so the view completes and every key
+// is found, in the snapshot and in deltas, without a reset of the stream.
+TEST(Inventory, LongKeysStillFitTheStreamsFrames) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  const std::vector<std::string> flags = {"--max-key-bytes", "65536"};
+  Node a = StartNode(etcd.endpoints(), cluster, "a", flags);
+  auto key = [](const std::string& prefix, int i) {
+    std::string k = prefix + std::to_string(i) + "-";
+    k.resize(60000, 'x');
+    return k;
+  };
+  auto put = [&](const std::string& prefix) {  // in batches of 100 (6 MB of keys each)
+    auto c = Client::Connect(a.proc->uds());
+    ASSERT_TRUE(c.ok());
+    for (int at = 0; at < 200; at += 100) {
+      std::vector<std::string> keys;
+      for (int i = at; i < at + 100; ++i) keys.push_back(key(prefix, i));
+      std::vector<PutItem> items;
+      for (const std::string& k : keys) items.push_back({k, "v", 1, ""});
+      for (const Status& st : (*c)->BatchPut(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+  };
+  put("snap");  // before b starts: b's snapshot of a
+  Node b = StartNode(etcd.endpoints(), cluster, "b", flags);
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
+  put("delta");  // after: deltas
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  for (const char* prefix : {"snap", "delta"}) {
+    for (int i = 0; i < 200; i += 13) {
+      const std::string k = key(prefix, i);
+      ASSERT_TRUE(WaitFor([&] { return (*cb)->Exist(k).ok(); })) << prefix << i;
+    }
+  }
+  const Json m = Coverage(*b.proc);
+  EXPECT_EQ(m["index"]["entries"], 400);
+  EXPECT_EQ(m["coverage"], "complete");
+  // One snapshot, then deltas only: no frame was too large for the stream.
+  EXPECT_EQ(m["index"]["installs"], 1) << m.dump();
+  EXPECT_EQ(m["index"]["resets"], 0) << m.dump();
+  EXPECT_EQ(m["streams"]["requester_failures"], 0) << m.dump();
+  EXPECT_GE(m["streams"]["bytes_in"].get<uint64_t>(), 400u * 60000) << m.dump();
+}
+
 TEST(Inventory, AJournalOverflowIsRepairedByANewSnapshotOfThatOwnerOnly) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();

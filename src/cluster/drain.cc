@@ -25,6 +25,9 @@ struct DrainJobs::Job {
 namespace {
 
 constexpr size_t kBatch = 64;
+// ... and at most about this many bytes of keys (long keys: a Pull or a Drop
+// must stay well within gRPC's 4 MiB message limit).
+constexpr size_t kBatchKeyBytes = size_t{1} << 20;
 // How long the source may take to list what it holds (a stream of pages).
 constexpr int64_t kListDeadlineMs = 60000;
 
@@ -197,9 +200,12 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
   // Batches of one tenant, sent to the targets in turn.
   size_t turn = 0;
   for (const auto& [tenant, recs] : by_tenant) {
-    for (size_t at = 0; at < recs.size(); at += kBatch) {
+    for (size_t at = 0, end = 0; at < recs.size(); at = end) {
       if (job->cancel) return finish("cancelled", "");
-      const size_t end = std::min(recs.size(), at + kBatch);
+      size_t key_bytes = 0;
+      do {
+        key_bytes += recs[end++]->key().size();
+      } while (end < recs.size() && end - at < kBatch && key_bytes < kBatchKeyBytes);
       peer::PullRequest pull;
       pull.set_tenant(tenant);
       for (size_t i = at; i < end; ++i) pull.add_keys(recs[i]->key());

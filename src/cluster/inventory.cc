@@ -18,6 +18,11 @@ namespace {
 
 // The shortest time between two delta batches of one stream (Serve).
 constexpr auto kBatchGap = std::chrono::microseconds(5000);
+// A snapshot page or a delta frame ends once its records reach about this
+// many bytes, whatever their count: with long keys (--max-key-bytes up to
+// 1 MiB) a page of page_records records could exceed the 4 MiB a gRPC
+// message may carry.
+constexpr size_t kFrameBytes = size_t{1} << 20;
 
 // The start of the kBatchGap-long slot of the steady clock that holds `t`.
 // A stream that sent a batch in one slot sends the next at the start of the
@@ -62,6 +67,12 @@ class Scope {
   peer::Scope::Kind kind_;
   std::set<std::string> names_;
 };
+
+// About what `r` adds to a frame.
+template <typename R>
+size_t RecordBytes(const R& r) {
+  return r.tenant.size() + r.key.size() + r.name_space.size() + 40;
+}
 
 // A snapshot record or a journal change (both carry these fields) as a
 // stream record.
@@ -166,12 +177,14 @@ void Inventory::Serve(ServeContext& c) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   uint64_t pages = 0, records = 0;
+  size_t page_bytes = 0;
   peer::InventoryFrame page;
   auto flush = [&] {
     if (page.page().records_size() == 0) return;
     page.mutable_page()->set_page_no(pages++);
     write(page);
     page.Clear();
+    page_bytes = 0;
   };
   const uint64_t watermark =
       store_->Snapshot(options_.page_records, [&](std::span<const SnapshotRecord> part) {
@@ -181,7 +194,11 @@ void Inventory::Serve(ServeContext& c) {
           ToRecord(r, out);
           Digest(st, *out);
           ++records;
-          if (static_cast<size_t>(page.page().records_size()) >= options_.page_records) flush();
+          page_bytes += RecordBytes(r);
+          if (static_cast<size_t>(page.page().records_size()) >= options_.page_records ||
+              page_bytes >= kFrameBytes) {
+            flush();
+          }
         }
       });
   flush();
@@ -223,7 +240,7 @@ void Inventory::Serve(ServeContext& c) {
       return;
     }
     peer::InventoryFrame f;
-    auto* batch = f.mutable_delta();
+    peer::DeltaBatch* batch = f.mutable_delta();
     if (r.changes.empty()) {
       if (feed.WaitAfter(after, options_.heartbeat_ms)) continue;
       batch->set_from_sequence(after + 1);  // heartbeat: the empty interval
@@ -231,17 +248,30 @@ void Inventory::Serve(ServeContext& c) {
       write(f);
       continue;
     }
+    // One frame, or several with contiguous ranges when the changes' bytes
+    // pass kFrameBytes.
     batch->set_from_sequence(after + 1);
-    batch->set_to_sequence(r.changes.back().sequence);
+    size_t frame_bytes = 0;
     for (const Change& ch : r.changes) {
-      if (ch.kind != ChangeKind::kCleared && !scope.Admits(ch.name_space)) continue;
-      peer::InventoryChange* out = batch->add_changes();
-      out->set_sequence(ch.sequence);
-      out->set_kind(ch.kind == ChangeKind::kStored    ? peer::InventoryChange::STORED
-                    : ch.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
-                                                      : peer::InventoryChange::CLEARED);
-      ToRecord(ch, out->mutable_record());
+      if (ch.kind == ChangeKind::kCleared || scope.Admits(ch.name_space)) {
+        peer::InventoryChange* out = batch->add_changes();
+        out->set_sequence(ch.sequence);
+        out->set_kind(ch.kind == ChangeKind::kStored    ? peer::InventoryChange::STORED
+                      : ch.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
+                                                        : peer::InventoryChange::CLEARED);
+        ToRecord(ch, out->mutable_record());
+        frame_bytes += RecordBytes(ch);
+      }
+      if (frame_bytes >= kFrameBytes && ch.sequence != r.changes.back().sequence) {
+        batch->set_to_sequence(ch.sequence);
+        if (!write(f)) break;
+        f.Clear();
+        batch = f.mutable_delta();
+        batch->set_from_sequence(ch.sequence + 1);
+        frame_bytes = 0;
+      }
     }
+    batch->set_to_sequence(r.changes.back().sequence);
     after = r.changes.back().sequence;
     write(f);
     last_batch = std::chrono::steady_clock::now();

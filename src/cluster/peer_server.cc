@@ -30,8 +30,10 @@ constexpr int64_t kDropFenceWaitMs = 10000;
 // Drops waiting for a fence at once (each holds a gRPC thread; one drain job
 // sends one Drop at a time).
 constexpr int kMaxFenceWaits = 8;
-// Records per page of a drain listing (DrainList).
+// Records per page of a drain listing (DrainList), and about the most bytes
+// (long keys: a page must stay well within gRPC's 4 MiB message limit).
 constexpr size_t kDrainListPage = 1024;
+constexpr size_t kDrainListPageBytes = size_t{1} << 20;
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -84,8 +86,15 @@ class PeerService final : public tierkv::peer::Peer::Service {
     // the coordinator lists each object of a whole node once.
     store_->Snapshot(kDrainListPage, [&](std::span<const SnapshotRecord> page) {
       peer::DrainListResponse out;
+      size_t bytes = 0;
       for (const SnapshotRecord& r : page) {
         if (medium != 255 && static_cast<uint32_t>(r.medium) != medium) continue;
+        if (bytes >= kDrainListPageBytes) {
+          if (alive) alive = writer->Write(out);
+          out.Clear();
+          bytes = 0;
+        }
+        bytes += r.tenant.size() + r.key.size() + r.name_space.size() + 40;
         peer::InventoryRecord* o = out.add_records();
         o->set_tenant(r.tenant);
         o->set_key(r.key);
