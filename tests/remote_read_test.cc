@@ -244,6 +244,42 @@ struct PeerProbe {
   std::unique_ptr<peer::Peer::Stub> stub;
 };
 
+// Long keys (--max-key-bytes 131072): a batch get of 64 values whose keys
+// are 100 000 bytes each would be an authorization of 6 MB, more than an
+// AUTHORIZE (or a gRPC message) may carry; the requester cuts its segments
+// by their keys' bytes too, over both ways of authorizing.
+TEST(RemoteRead, ABatchOfLongKeysIsAuthorizedInSegmentsThatFit) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  const std::vector<std::string> flags = {"--max-key-bytes", "131072"};
+  Node a = StartNode(etcd.endpoints(), cluster, "a", flags);
+  Node b = StartNode(etcd.endpoints(), cluster, "b", flags);  // over the data channel
+  std::vector<std::string> grpc = flags;
+  grpc.insert(grpc.end(), {"--remote-authorize-via", "grpc"});
+  Node d = StartNode(etcd.endpoints(), cluster, "d", grpc);
+  std::vector<std::pair<std::string, size_t>> objs;
+  for (int i = 0; i < 64; ++i) {
+    std::string k = "long-" + std::to_string(i) + "-";
+    k.resize(100000, 'k');
+    objs.emplace_back(k, 3000 + static_cast<size_t>(i));
+  }
+  PutAll(*a.proc, objs);
+  for (Node* n : {&b, &d}) ASSERT_TRUE(SeesAll(*n->proc, 64)) << n->id;
+  for (Node* n : {&b, &d}) {
+    auto c = Client::Connect(n->proc->uds());
+    ASSERT_TRUE(c.ok());
+    std::vector<std::string_view> keys;
+    for (const auto& o : objs) keys.push_back(o.first);
+    std::vector<Result<std::string>> got = (*c)->BatchGet(keys);
+    ASSERT_EQ(got.size(), objs.size());
+    for (size_t i = 0; i < objs.size(); ++i) {
+      ASSERT_TRUE(got[i].ok()) << n->id << " " << i << ": " << got[i].status().ToString();
+      EXPECT_TRUE(*got[i] == PatternValue(objs[i].first, objs[i].second)) << n->id << " " << i;
+    }
+    EXPECT_EQ(ScrapeMetric(*n->proc, "tierkv_remote_fetched_objects_total"), 64) << n->id;
+  }
+}
+
 TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();

@@ -269,16 +269,20 @@ void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
 void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item*>& items) {
   Peer& peer = *owner;
   std::vector<Segment> segs(1);
-  uint64_t seg_bytes = 0;
+  uint64_t seg_bytes = 0, seg_key_bytes = 0;
   for (Item* it : items) {
     Segment& cur = segs.back();
+    const uint64_t key_bytes = it->key.size() + it->tenant.size();
     if (!cur.items.empty() && (cur.items.size() >= options_.segment_items ||
-                               seg_bytes + it->loc.size > options_.segment_bytes)) {
+                               seg_bytes + it->loc.size > options_.segment_bytes ||
+                               seg_key_bytes + key_bytes > options_.segment_key_bytes)) {
       segs.emplace_back();
       seg_bytes = 0;
+      seg_key_bytes = 0;
     }
     segs.back().items.push_back(it);
     seg_bytes += it->loc.size;
+    seg_key_bytes += key_bytes;
   }
   std::future<Authorized> next;
   bool speculative = false;

@@ -4,7 +4,8 @@
 // global index names the owners; the route prefers an owner holding the value
 // in DRAM over one with it on SSD, then the owner with the fewest bytes in
 // flight from this manager. Keys are grouped by owner into a fetch plan cut in
-// segments (segment_items values, segment_bytes bytes at most); for each
+// segments (segment_items values, segment_bytes bytes and segment_key_bytes
+// of keys at most); for each
 // segment the owner is asked to authorize the exact values (key and
 // generation) under a fresh ticket; its grant's items are then READ over the
 // data channel straight into local allocations (made one item at a time, as
@@ -77,6 +78,10 @@ struct FetcherOptions {
   int64_t release_timeout_ms = 2000;
   size_t segment_items = 64;
   uint64_t segment_bytes = 16ull << 20;
+  // ... and about this many bytes of keys and tenants, so that a segment's
+  // authorization stays well within what an AUTHORIZE (4 MiB) or a gRPC
+  // message may carry whatever --max-key-bytes allows.
+  uint64_t segment_key_bytes = 1ull << 20;
   size_t per_source_grants = 64;
   size_t global_grants = 1024;
   size_t parallel_reads = 4;  // READs of one segment at once (data connections per peer)
