@@ -409,6 +409,57 @@ TEST(Inventory, AMalformedSnapshotIsRefusedAndNothingIsInstalled) {
   server->Shutdown();
 }
 
+// An owner serves one stream per requester node: a second stream from the
+// same node cancels the first; a stream that names no requester is refused.
+// Nothing else is disturbed: another manager's view of the owner stays
+// complete.
+TEST(Inventory, ANewerStreamOfTheSameRequesterCancelsTheOlder) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  PutMany(*a.proc, "s", 10);
+  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 10; }));
+  auto stub = peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
+  auto open = [&](grpc::ClientContext& ctx, const std::string& node) {
+    peer::InventoryRequest req;
+    req.set_requester_node(node);
+    req.set_requester_uuid(node + "-uuid");
+    return stub->Inventory(&ctx, req);
+  };
+  {
+    grpc::ClientContext ctx;
+    auto nameless = open(ctx, "");
+    peer::InventoryFrame f;
+    EXPECT_FALSE(nameless->Read(&f));
+    EXPECT_EQ(nameless->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  grpc::ClientContext first_ctx, second_ctx;
+  auto first = open(first_ctx, "x");
+  peer::InventoryFrame f;
+  ASSERT_TRUE(first->Read(&f));
+  ASSERT_TRUE(f.has_begin());
+  auto second = open(second_ctx, "x");
+  ASSERT_TRUE(second->Read(&f));
+  ASSERT_TRUE(f.has_begin());
+  // The first ends (after whatever it had already sent); the second goes on.
+  while (first->Read(&f)) {
+  }
+  EXPECT_EQ(first->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  int pages = 0;
+  while (second->Read(&f) && !f.has_commit()) pages += f.has_page();
+  EXPECT_EQ(f.commit().records(), 10u);
+  EXPECT_EQ(pages, 1);
+  const Json m = Coverage(*a.proc);
+  EXPECT_EQ(m["streams"]["owner_streams_replaced"], 1) << m.dump();
+  EXPECT_EQ(m["streams"]["owner_streams_refused"], 1) << m.dump();
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_inventory_owner_streams_replaced_total"), 1);
+  EXPECT_TRUE(WaitFor([&] { return Coverage(*a.proc)["streams"]["owner_streams_open"] == 2; }));
+  second_ctx.TryCancel();
+  EXPECT_EQ(Coverage(*b.proc)["coverage"], "complete");
+  EXPECT_EQ(Coverage(*b.proc)["index"]["entries"], 10);
+}
+
 void PutInNamespace(const ManagerProcess& m, const std::string& ns, const std::string& prefix,
                     int n) {
   ClientOptions o;

@@ -32,6 +32,8 @@ CoverageView ClusterIndexAdapter::Coverage() const {
   v.bytes_out = is.bytes_out;
   v.snapshots_out = is.snapshots_out;
   v.resets_out = is.resets_out;
+  v.replaced_out = is.replaced_out;
+  v.refused_out = is.refused_out;
   return v;
 }
 

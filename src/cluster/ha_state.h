@@ -86,7 +86,7 @@ struct CoverageView {
   uint64_t installs = 0, resets = 0, refused_budget = 0, rejected_views = 0;
   uint64_t streams_out = 0, stream_failures = 0;
   uint64_t frames_in = 0, frames_out = 0, bytes_in = 0, bytes_out = 0;
-  uint64_t snapshots_out = 0, resets_out = 0;
+  uint64_t snapshots_out = 0, resets_out = 0, replaced_out = 0, refused_out = 0;
 };
 
 // One replica of a key on another owner, as the global index knows it.

@@ -154,11 +154,44 @@ void Inventory::Serve(ServeContext& c) {
                             "this address now serves runtime " + options_.runtime_uuid);
     return;
   }
+  const std::string requester = c.request->requester_node();
+  if (requester.empty()) {
+    refused_out_.fetch_add(1, std::memory_order_relaxed);
+    c.status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "an inventory stream names its requester node");
+    return;
+  }
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(served_mu_);
+    auto it = served_.find(requester);
+    if (it == served_.end() && served_.size() >= kMaxServedRequesters) {
+      refused_out_.fetch_add(1, std::memory_order_relaxed);
+      c.status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "this manager already serves inventory streams to " +
+                                  std::to_string(kMaxServedRequesters) + " requester nodes");
+      return;
+    }
+    if (it != served_.end()) {  // the older stream of this requester ends
+      it->second.cancel();
+      replaced_out_.fetch_add(1, std::memory_order_relaxed);
+    }
+    id = ++served_ids_;
+    // Valid while the entry is there: the call removes it before it returns.
+    served_[requester] = Served{id, [ctx = c.server] { ctx->TryCancel(); }};
+  }
   streams_out_.fetch_add(1, std::memory_order_relaxed);
   struct Done {
-    std::atomic<uint64_t>& n;
-    ~Done() { n.fetch_sub(1, std::memory_order_relaxed); }
-  } done{streams_out_};
+    Inventory& inv;
+    const std::string& requester;
+    uint64_t id;
+    ~Done() {
+      inv.streams_out_.fetch_sub(1, std::memory_order_relaxed);
+      std::lock_guard lock(inv.served_mu_);
+      auto it = inv.served_.find(requester);
+      if (it != inv.served_.end() && it->second.id == id) inv.served_.erase(it);
+    }
+  } done{*this, requester, id};
   const Scope scope(c.request->scope());
   bool alive = true;
   auto write = [&](const peer::InventoryFrame& f) {
@@ -530,6 +563,8 @@ InventoryStats Inventory::Stats() const {
   s.bytes_in = get(bytes_in_);
   s.snapshots_out = get(snapshots_out_);
   s.resets_out = get(resets_out_);
+  s.replaced_out = get(replaced_out_);
+  s.refused_out = get(refused_out_);
   s.rejected_views = get(rejected_views_);
   s.stream_failures = get(stream_failures_);
   return s;

@@ -5,7 +5,10 @@
 // pages, then the page count, record count, transcript digest and watermark),
 // then contiguous delta batches read from the store's change journal. A
 // requester that falls behind the journal gets a reset frame and re-opens (a
-// new snapshot of this owner only).
+// new snapshot of this owner only). One stream is served per requester node:
+// a newer one from the same node cancels the older (a requester that
+// reconnected, or one whose old connection is half open, never holds two);
+// streams for more than kMaxServedRequesters nodes at once are refused.
 //
 // Requester side: one follower thread per other live member opens that
 // member's stream, builds the view hidden, validates the page order, page and
@@ -60,12 +63,17 @@ struct InventoryStats {
   uint64_t frames_in = 0, bytes_in = 0;
   uint64_t snapshots_out = 0;
   uint64_t resets_out = 0;       // streams ended for a journal overflow
+  uint64_t replaced_out = 0;     // streams cancelled by a newer one of the same requester
+  uint64_t refused_out = 0;      // streams refused: no requester named, or too many requesters
   uint64_t rejected_views = 0;   // snapshots that failed validation
   uint64_t stream_failures = 0;  // requester streams that broke
 };
 
 class Inventory {
  public:
+  // The most requester nodes served at once (far more than a cluster has).
+  static constexpr size_t kMaxServedRequesters = 1024;
+
   Inventory(InventoryOptions options, Store* store, GlobalIndex* index);
   ~Inventory();
 
@@ -98,9 +106,18 @@ class Inventory {
   std::vector<MemberView> wanted_;  // the latest member list (mu_)
   bool changed_ = false;
   std::map<std::string, std::unique_ptr<Follower>> followers_;  // node -> follower (mu_)
+  // Owner side: the stream served to each requester node (served_mu_).
+  struct Served {
+    uint64_t id = 0;
+    std::function<void()> cancel;  // cancels that stream's call
+  };
+  std::mutex served_mu_;
+  std::map<std::string, Served> served_;
+  uint64_t served_ids_ = 0;
   std::thread reconciler_;
   std::atomic<uint64_t> streams_out_{0}, frames_out_{0}, bytes_out_{0}, frames_in_{0}, bytes_in_{0},
-      snapshots_out_{0}, resets_out_{0}, rejected_views_{0}, stream_failures_{0};
+      snapshots_out_{0}, resets_out_{0}, replaced_out_{0}, refused_out_{0}, rejected_views_{0},
+      stream_failures_{0};
 };
 
 }  // namespace tierkv

@@ -199,6 +199,10 @@ constexpr Family kInvSnapshots{"tierkv_inventory_snapshots_served_total", "count
                                "Snapshots this manager served to peers"};
 constexpr Family kInvResetsSent{"tierkv_inventory_resets_sent_total", "counter",
                                 "Streams ended because a peer fell behind the journal"};
+constexpr Family kInvReplaced{"tierkv_inventory_owner_streams_replaced_total", "counter",
+                              "Streams cancelled by a newer stream of the same requester node"};
+constexpr Family kInvRefused{"tierkv_inventory_owner_streams_refused_total", "counter",
+                             "Streams refused: no requester node, or too many requester nodes"};
 constexpr Family kInvFailures{"tierkv_inventory_requester_failures_total", "counter",
                               "Streams to other owners that broke"};
 constexpr Family kTrFetched{"tierkv_remote_fetched_objects_total", "counter",
@@ -584,6 +588,8 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kInvOwnerStreams, v.streams_out);
     w.One(kInvSnapshots, v.snapshots_out);
     w.One(kInvResetsSent, v.resets_out);
+    w.One(kInvReplaced, v.replaced_out);
+    w.One(kInvRefused, v.refused_out);
     w.One(kInvFailures, v.stream_failures);
     RenderTransfer(w, s.transfer);
   }

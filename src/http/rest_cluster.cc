@@ -77,6 +77,8 @@ void RestServer::ClusterRoutes() {
     j["streams"] = {{"owner_streams_open", v.streams_out},
                     {"snapshots_served", v.snapshots_out},
                     {"resets_sent", v.resets_out},
+                    {"owner_streams_replaced", v.replaced_out},
+                    {"owner_streams_refused", v.refused_out},
                     {"requester_failures", v.stream_failures},
                     {"frames_in", v.frames_in},
                     {"frames_out", v.frames_out},
