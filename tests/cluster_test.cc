@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <asio.hpp>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -139,6 +140,25 @@ TEST(Cluster, AMismatchedFormatIsRefusedNamingBothVersions) {
             2);
   EXPECT_NE(err.find("tierkv/inventory-stream/v0"), std::string::npos) << err;
   EXPECT_NE(err.find("tierkv/inventory-stream/v1"), std::string::npos) << err;
+  auto members = kv->Get("/tierkv/v1/" + cluster + "/members/", true);
+  ASSERT_TRUE(members.ok());
+  EXPECT_TRUE(members->kvs.empty());
+}
+
+// A peer port someone else holds stops the start, naming the flag and the
+// address, and leaves no member behind; the test harness reports what the
+// manager printed (StartNode tries such a start again on another port).
+TEST(Cluster, APeerPortInUseStopsTheStartNamingIt) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  asio::io_context io;
+  asio::ip::tcp::acceptor taken(io, {asio::ip::make_address("127.0.0.1"), 0});
+  const std::string addr = "127.0.0.1:" + std::to_string(taken.local_endpoint().port());
+  std::string why;
+  EXPECT_EQ(ManagerProcess::TryStart(NodeArgs(etcd.endpoints(), cluster, "n", addr), &why),
+            nullptr);
+  EXPECT_NE(why.find("cannot listen on --addr " + addr), std::string::npos) << why;
+  auto kv = EtcdFor(etcd);
   auto members = kv->Get("/tierkv/v1/" + cluster + "/members/", true);
   ASSERT_TRUE(members.ok());
   EXPECT_TRUE(members->kvs.empty());

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -60,13 +62,23 @@ inline std::vector<std::string> NodeArgs(const std::string& endpoints, const std
   return a;
 }
 
+// A manager on a peer port of its own. A port found free can still be taken
+// by another process before the manager binds it: that start is tried again
+// on another port (up to three times); any other failure aborts the test
+// binary with what the manager printed.
 inline Node StartNode(const std::string& endpoints, const std::string& cluster,
                       const std::string& id, std::vector<std::string> extra = {}, int ttl = kTtl) {
   Node n;
   n.id = id;
-  n.addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  n.proc = std::make_unique<ManagerProcess>(NodeArgs(endpoints, cluster, id, n.addr, extra, ttl));
-  return n;
+  std::string why;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    n.addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+    n.proc = ManagerProcess::TryStart(NodeArgs(endpoints, cluster, id, n.addr, extra, ttl), &why);
+    if (n.proc) return n;
+    if (why.find("cannot listen on --addr") == std::string::npos) break;
+  }
+  std::fprintf(stderr, "StartNode %s: %s\n", id.c_str(), why.c_str());
+  std::abort();
 }
 
 // The answer's JSON; null when there is none or it does not parse, so that a

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 namespace tierkv::testing {
@@ -48,7 +50,53 @@ void ReadAll(int fd, std::string* out) {
 
 }  // namespace
 
+// The manager's stderr, passed on to the test's as it comes; the last few KiB
+// are kept to say why a start failed.
+struct ManagerProcess::StderrTail {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string text;
+  bool ended = false;
+
+  static std::shared_ptr<StderrTail> Follow(int fd) {
+    auto tail = std::make_shared<StderrTail>();
+    std::thread([tail, fd] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
+        std::lock_guard lock(tail->mu);
+        tail->text.append(buf, static_cast<size_t>(n));
+        if (tail->text.size() > 8192) tail->text.erase(0, tail->text.size() - 8192);
+      }
+      close(fd);
+      std::lock_guard lock(tail->mu);
+      tail->ended = true;
+      tail->cv.notify_all();
+    }).detach();
+    return tail;
+  }
+  // What it has printed, once it has closed its stderr (up to 2 s).
+  std::string Final() {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(2), [&] { return ended; });
+    return text;
+  }
+};
+
 ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
+  std::string why;
+  if (!Start(std::move(extra_args), &why)) Die(why);
+}
+
+std::unique_ptr<ManagerProcess> ManagerProcess::TryStart(std::vector<std::string> extra_args,
+                                                         std::string* why) {
+  std::unique_ptr<ManagerProcess> m(new ManagerProcess(Unstarted{}));
+  if (!m->Start(std::move(extra_args), why)) return nullptr;
+  return m;
+}
+
+bool ManagerProcess::Start(std::vector<std::string> extra_args, std::string* why) {
   char tmpl[] = "/tmp/tierkv-it-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) Die("mkdtemp failed");
   dir_ = tmpl;
@@ -72,8 +120,8 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
     socket_path_ = given("--uds-path");
   }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  int out_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) Die("pipe failed");
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) Die("pipe failed");
   pid_ = fork();
   if (pid_ < 0) Die("fork failed");
   if (pid_ == 0) {
@@ -81,21 +129,32 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
     // runner's output pipe open).
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
     auto argv = Argv(args);
     execv(argv[0], argv.data());
     _exit(127);
   }
   close(out_pipe[1]);
+  close(err_pipe[1]);
+  std::shared_ptr<StderrTail> err = StderrTail::Follow(err_pipe[0]);
   // Read stdout until both addresses are printed (or 20 s pass).
   std::string text;
+  auto fail = [&](const std::string& what) {
+    kill(pid_, SIGKILL);
+    WaitStatus(pid_);
+    pid_ = -1;
+    close(out_pipe[0]);
+    *why = what + ": stdout [" + text + "] stderr [" + err->Final() + "]";
+    return false;
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (tcp_.empty() || uds_.empty() || rest_.empty()) {
     pollfd p{out_pipe[0], POLLIN, 0};
-    if (std::chrono::steady_clock::now() > deadline) Die("manager did not start: " + text);
+    if (std::chrono::steady_clock::now() > deadline) return fail("manager did not start");
     if (poll(&p, 1, 200) <= 0) continue;
     char buf[512];
     const ssize_t n = read(out_pipe[0], buf, sizeof(buf));
-    if (n <= 0) Die("manager exited during start: " + text);
+    if (n <= 0) return fail("manager exited during start");
     text.append(buf, static_cast<size_t>(n));
     const std::pair<const char*, std::string*> lines[] = {
         {"listening on unix:", &uds_}, {"listening on tcp://", &tcp_}, {"rest api on ", &rest_}};
@@ -117,6 +176,7 @@ ManagerProcess::ManagerProcess(std::vector<std::string> extra_args) {
     }
     close(fd);
   }).detach();
+  return true;
 }
 
 ManagerProcess::~ManagerProcess() {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,8 +21,13 @@ class ManagerProcess {
   // Starts tierkv-server with `extra_args` added to the test defaults
   // (--dram-size 64MiB, a temp --uds-path, --listen 127.0.0.1:0); a default is
   // left out when `extra_args` sets that flag itself. Waits until it
-  // prints its addresses. Aborts the test binary if it cannot start.
+  // prints its addresses. Aborts the test binary if it cannot start, with
+  // what the manager printed (its stderr is also passed on to the test's).
   explicit ManagerProcess(std::vector<std::string> extra_args = {});
+  // The same, but a manager that cannot start is null and *why says what it
+  // printed.
+  static std::unique_ptr<ManagerProcess> TryStart(std::vector<std::string> extra_args,
+                                                  std::string* why);
   ~ManagerProcess();  // SIGKILL if still running
 
   const std::string& uds() const { return uds_; }    // "unix:/tmp/..."
@@ -36,6 +42,12 @@ class ManagerProcess {
   int Stop(int sig);
 
  private:
+  struct StderrTail;
+  struct Unstarted {};
+  explicit ManagerProcess(Unstarted) {}
+  // False (and *why) when the manager exits or says nothing in 20 s.
+  bool Start(std::vector<std::string> extra_args, std::string* why);
+
   pid_t pid_ = -1;
   std::string dir_;
   std::string socket_path_;
