@@ -189,7 +189,12 @@ bool DataServer::Impl::ShedOne() {
   // answering a request meanwhile is left alone (the server is then one over
   // its limit until a connection ends).
   asio::post(victim->executor, [this, victim] {
-    if (!victim->open || victim->waiting_since.load(std::memory_order_relaxed) == 0) return;
+    if (!victim->open) return;
+    if (victim->waiting_since.load(std::memory_order_relaxed) == 0) {
+      std::lock_guard lock(slots_mu);
+      victim->shed = false;  // it may be chosen again once it waits again
+      return;
+    }
     asio::error_code ignored;
     victim->socket->close(ignored);  // its wait for a request ends, and the connection with it
     shed.fetch_add(1, std::memory_order_relaxed);
