@@ -414,6 +414,13 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
         "--metrics-tls needs --metrics-tls-cert and --metrics-tls-key "
         "(ock.mmc.metrics.tls.cert_path / key_path)");
   }
+  // An empty value (say an unset shell variable) would leave no namespace in
+  // the list, which would mean every namespace: refused like any other.
+  if (app.count("--metadata-namespace") > cl.scope_namespaces.size() ||
+      std::count(cl.scope_namespaces.begin(), cl.scope_namespaces.end(), "") > 0) {
+    return InvalidArgument(
+        "--metadata-namespace '' is not a storage namespace (tierkv:v1: and 64 lowercase hex)");
+  }
   cl.rank_given = app.count("--rank") > 0;
   cl.dp_rank_given = dp_rank >= 0;
   if (Status st = ValidateCluster(etcd_endpoints, cl); !st.ok()) return st;

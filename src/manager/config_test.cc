@@ -243,6 +243,12 @@ TEST(Config, InvalidClusterFlagsNameTheOption) {
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--node-id", "x/y"}, "--node-id"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-namespace", "llama"},
        "--metadata-namespace"},
+      // An empty value (an unset shell variable) is not "every namespace".
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-namespace", ""},
+       "--metadata-namespace '' is not a storage namespace"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-namespace",
+        "tierkv:v1:" + std::string(64, 'a'), "--metadata-namespace", ""},
+       "--metadata-namespace '' is not a storage namespace"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--metadata-empty-scope",
         "--metadata-namespace", "tierkv:v1:" + std::string(64, 'a')},
        "exclude each other"},
