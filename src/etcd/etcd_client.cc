@@ -18,6 +18,9 @@ struct Client::Impl {
 
 namespace {
 
+// The least time one connection attempt to an endpoint is given (Create).
+constexpr int kMinConnectTimeoutMs = 2000;
+
 // "http://host:port" or "host:port" -> "host:port".
 Result<std::string> ParseEndpoint(std::string e) {
   if (e.rfind("https://", 0) == 0) {
@@ -134,8 +137,14 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    // Reconnect soon after a lost connection (100 ms, backing off to 1 s),
+    // but give each attempt time to finish: gRPC also takes the minimum
+    // backoff as the least time a connection attempt (TCP and the HTTP/2
+    // handshake) may take, and a call made while the first attempt fails
+    // fails at once. At 100 ms a manager on a busy host could not reach etcd
+    // at start and exited; 2 s stays inside one call attempt (3 s).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectTimeoutMs);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(64 << 20);
     auto ch = std::make_shared<Channel>();
