@@ -103,7 +103,8 @@ TEST(EtcdClient, CallsFailOverToASurvivingMember) {
   ASSERT_TRUE(WaitFor([&] { return only1->Put("/f/ready", "1").ok(); }, 20000));
   etcd.Pause(1);
   auto c2 = Connect(etcd.client_addr(1) + "," + etcd.client_addr(2), 1000);
-  EXPECT_TRUE(c2->Put("/f/k2", "v2").ok());
+  auto put2 = c2->Put("/f/k2", "v2");
+  EXPECT_TRUE(put2.ok()) << put2.status().ToString();
   EXPECT_GE(c2->Stats().timeout, 1u);
   etcd.Resume(1);
 }

@@ -188,7 +188,22 @@ void EtcdCluster::Kill(int i) {
   m.pid = -1;
 }
 
-void EtcdCluster::Pause(int i) { kill(members_[static_cast<size_t>(i)].pid, SIGSTOP); }
+// Returns once the member is stopped (kill() returns before the signal has
+// taken effect; until then the member could still answer a request).
+void EtcdCluster::Pause(int i) {
+  const pid_t pid = members_[static_cast<size_t>(i)].pid;
+  kill(pid, SIGSTOP);
+  const bool stopped = WaitFor(
+      [&] {
+        std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        std::getline(in, line);
+        const size_t paren = line.rfind(')');
+        return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T';
+      },
+      5000);
+  if (!stopped) Die("etcd member " + std::to_string(i) + " did not stop");
+}
 void EtcdCluster::Resume(int i) { kill(members_[static_cast<size_t>(i)].pid, SIGCONT); }
 
 void EtcdCluster::Restart(int i) {
