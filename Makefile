@@ -47,9 +47,10 @@ test-sanitize: build
 	  TIERKV_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) TIERKV_SERVER_BIN=$(CURDIR)/$(SAN_DIR)/tierkv-server \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
-# ThreadSanitizer build; the concurrency-heavy suites (store, events, the
-# integration tests and the Python suite, all against the TSan-built manager).
-# tests/tsan.supp silences libzmq, which is not built with TSan.
+# ThreadSanitizer build; the concurrency-heavy suites (store, events, the data
+# channel, grants and fetcher, the integration tests and the Python suite, all
+# against the TSan-built manager). tests/tsan.supp silences libzmq, gRPC and
+# abseil, which are not built with TSan.
 TSAN_DIR ?= build-tsan
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp"
 test-tsan: build
@@ -58,9 +59,10 @@ test-tsan: build
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS)
 	cd $(TSAN_DIR) && $(TSAN_ENV) ./store_test && $(TSAN_ENV) ./events_test && \
+	  $(TSAN_ENV) ./transfer_test && $(TSAN_ENV) ./cluster_unit_test && \
 	  $(TSAN_ENV) ./integration_test
-	$(TSAN_ENV) TIERKV_BUILD_DIR=$(CURDIR)/$(BUILD_DIR) \
-	  TIERKV_SERVER_BIN=$(CURDIR)/$(TSAN_DIR)/tierkv-server \
+	$(TSAN_ENV) TIERKV_BUILD_DIR=$(abspath $(BUILD_DIR)) \
+	  TIERKV_SERVER_BIN=$(abspath $(TSAN_DIR))/tierkv-server \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # Coverage-guided fuzzing with libFuzzer (clang), FUZZ_SECONDS per target,

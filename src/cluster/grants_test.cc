@@ -25,6 +25,30 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
+// Writes `value` over a byte of an owner's pinned value: corruption, for the
+// tests that check a reader catches it. The data server may have read those
+// bytes for an earlier READ on its own thread; the socket orders that read
+// before this write, which ThreadSanitizer cannot see, so its builds ignore
+// the write (a dynamic annotation its runtime provides).
+#if defined(__SANITIZE_THREAD__)  // GCC
+#define TIERKV_TSAN 1
+#elif defined(__has_feature)  // Clang
+#if __has_feature(thread_sanitizer)
+#define TIERKV_TSAN 1
+#endif
+#endif
+#ifdef TIERKV_TSAN
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+void Scribble(const uint8_t* at, uint8_t value) {
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  *const_cast<uint8_t*>(at) = value;
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+}
+#else
+void Scribble(const uint8_t* at, uint8_t value) { *const_cast<uint8_t*>(at) = value; }
+#endif
+
 class GrantsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -463,9 +487,9 @@ TEST_F(GrantsTest, AWholeValueIsHashedOnceAndItsChecksumKept) {
   // bytes; a small range is hashed afresh and still reads.
   Result<transfer::GrantSpan> span = t.Open(21, 0, gb);
   ASSERT_TRUE(span.ok());
-  const_cast<uint8_t*>(span->data)[5] = 'X';
+  Scribble(span->data + 5, 'X');
   EXPECT_EQ(client.Read(ep, {21, 0, gb, 0, big}, dest.data()).code(), Code::kIoError);
-  const_cast<uint8_t*>(span->data)[5000] = 'Y';
+  Scribble(span->data + 5000, 'Y');
   EXPECT_EQ(client.Read(ep, {21, 0, gb, 4096, kMiB}, dest.data()).code(), Code::kIoError);
   EXPECT_TRUE(client.Read(ep, {21, 0, gb, 0, 64}, dest.data()).ok());
   EXPECT_EQ(dest[5], 'X');
