@@ -230,6 +230,25 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
   EXPECT_LE(timed_out.load(), 8);
   EXPECT_EQ(refused + timed_out, 12);
   EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
+  // More than 256 keys in one Pull or Drop: the call is refused.
+  {
+    auto stub =
+        peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
+    peer::PullRequest pull;
+    peer::DropRequest drop;
+    for (int i = 0; i < 257; ++i) {
+      pull.add_keys("k" + std::to_string(i));
+      drop.add_items()->set_key("k" + std::to_string(i));
+    }
+    grpc::ClientContext pctx, dctx;
+    peer::ItemResults out;
+    EXPECT_EQ(stub->Pull(&pctx, pull, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(stub->Drop(&dctx, drop, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // No fence: refused at once, kept (nothing shows a copy exists elsewhere).
+  r = DropWithFence(b, "f1", gen, "", 0, 30000);
+  EXPECT_NE(r.message().find("names the fence"), std::string::npos) << r.message();
+  EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
   // A fence of a node that is not a member: refused at once, kept.
   r = DropWithFence(b, "f1", gen, "zz", 1, 30000);
   EXPECT_NE(r.message().find("not a live member"), std::string::npos) << r.message();

@@ -30,6 +30,15 @@ constexpr int64_t kDropFenceWaitMs = 10000;
 // Drops waiting for a fence at once (each holds a gRPC thread; one drain job
 // sends one Drop at a time).
 constexpr int kMaxFenceWaits = 8;
+// The most keys of one Pull or Drop (a drain job sends 64 at most): a peer
+// cannot make this manager fetch or check an unbounded batch in one call.
+constexpr int kMaxDrainBatch = 256;
+
+grpc::Status TooMany(int n) {
+  return grpc::Status(
+      grpc::StatusCode::INVALID_ARGUMENT,
+      std::to_string(n) + " keys in one call; at most " + std::to_string(kMaxDrainBatch));
+}
 // Records per page of a drain listing (DrainList), and about the most bytes
 // (long keys: a page must stay well within gRPC's 4 MiB message limit).
 constexpr size_t kDrainListPage = 1024;
@@ -113,6 +122,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   grpc::Status Pull(grpc::ServerContext*, const peer::PullRequest* req,
                     peer::ItemResults* out) override {
     if (fetcher_ == nullptr) return Unimplemented();
+    if (req->keys_size() > kMaxDrainBatch) return TooMany(req->keys_size());
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     for (const Status& st : fetcher_->Fetch(req->tenant(), keys)) AddResult(out, st);
     // Taken after the stores: a source that waits for its view of this owner
@@ -125,6 +135,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   grpc::Status Drop(grpc::ServerContext* ctx, const peer::DropRequest* req,
                     peer::ItemResults* out) override {
     if (store_ == nullptr) return Unimplemented();
+    if (req->items_size() > kMaxDrainBatch) return TooMany(req->items_size());
     if (Status st = AwaitFence(*ctx, req->fence()); !st.ok()) {
       for (int i = 0; i < req->items_size(); ++i) AddResult(out, st);
       return grpc::Status::OK;
@@ -154,7 +165,11 @@ class PeerService final : public tierkv::peer::Peer::Service {
   // A drained value is removed only once this manager's own view of the
   // target shows the copy, so a get here never finds it in neither place.
   Status AwaitFence(const grpc::ServerContext& ctx, const peer::InventoryFence& fence) const {
-    if (fence.owner().empty()) return Status::Ok();  // no fence given: nothing to wait for
+    if (fence.owner().empty()) {  // nothing would show that a copy exists elsewhere
+      return InvalidArgument(
+          "a Drop names the fence of the target that holds the copies; "
+          "the values are kept");
+    }
     if (index_ == nullptr) {
       return Status(Code::kUnavailable, "no global index here to await the fence of " +
                                             fence.owner() + "; the copies are kept");
