@@ -109,6 +109,7 @@ TEST(RemoteRead, TwoHundredSixtyObjectsOfMixedSizesArriveByteForByte) {
   // Far from the owner's connection limit: nothing was shed or refused.
   EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_connections_total{result=\"shed\"}"), 0);
   EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_connections_total{result=\"refused\"}"), 0);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_calls_refused_total{reason=\"sessions\"}"), 0);
   EXPECT_TRUE(GrantsDrained(*a.proc));
   EXPECT_TRUE(
       WaitFor([&] { return ScrapeMetric(*b.proc, "tierkv_remote_grants_awaiting_release") == 0; }));

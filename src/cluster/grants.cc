@@ -128,8 +128,7 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(
   for (const GrantRequestItem& it : items) {
     if (Status st = store_->ValidateRef({it.tenant, it.key}); !st.ok()) return refuse(st);
   }
-  auto grant = std::make_shared<Grant>(this, uuid, ticket, next_pin_owner_.fetch_add(1));
-  grant->items.resize(items.size());
+  std::shared_ptr<Grant> grant;
   size_t held_before = 0;
   {
     std::lock_guard lock(mu_);
@@ -142,6 +141,16 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(
       return Status(Code::kNoSpace, "at most " + std::to_string(options_.max_sessions) +
                                         " grants may be live at once");
     }
+    const auto held = open_by_requester_.find(uuid);
+    if (held != open_by_requester_.end() && held->second >= options_.max_per_requester) {
+      refused_sessions_.fetch_add(1);
+      return Status(Code::kNoSpace, "requester " + uuid + " already holds " +
+                                        std::to_string(held->second) + " grants here (at most " +
+                                        std::to_string(options_.max_per_requester) + ")");
+    }
+    // Made only once it counts: a grant's end uncounts it from its requester.
+    grant = std::make_shared<Grant>(this, uuid, ticket, next_pin_owner_.fetch_add(1));
+    grant->items.resize(items.size());
     held_before = open_by_requester_[uuid]++;
     live_.emplace(ticket, grant);
   }

@@ -12,7 +12,8 @@
 // already sending from it has finished.
 //
 // Limits: at most max_sessions grants are live at once (active, or awaiting
-// release until their deadline), at most max_items items per grant. When the
+// release until their deadline), max_per_requester of them for one
+// requester, at most max_items items per grant. When the
 // budget refuses an item while the same requester still holds other grants
 // (releases in progress), the authorization waits up to budget_wait_ms for one
 // of them to end, then tries the refused items once more.
@@ -46,6 +47,9 @@ struct GrantOptions {
   uint64_t budget_bytes = 0;         // --transfer-budget (0: nothing can be granted)
   int64_t grant_timeout_ms = 30000;  // a grant not released by then is released by the owner
   size_t max_sessions = 1024;
+  // ... of them held by one requester (its own bound is 64 per owner), so a
+  // requester that leaks grants cannot take every session from the others.
+  size_t max_per_requester = 256;
   size_t max_items = 4096;
   int64_t budget_wait_ms = 3000;
   std::function<bool()> admitting;  // grants are given only while this says yes (null: always)
@@ -71,7 +75,7 @@ struct GrantStats {
   uint64_t items_granted = 0;
   uint64_t refused_stale = 0;     // items gone or at another generation
   uint64_t refused_budget = 0;    // items over the transfer budget
-  uint64_t refused_sessions = 0;  // authorizations over max_sessions
+  uint64_t refused_sessions = 0;  // authorizations over max_sessions or max_per_requester
   uint64_t refused_other = 0;     // authorizations refused whole (fenced, wrong owner, bad input)
   uint64_t budget_waits = 0;      // authorizations that waited for the requester's releases
   uint64_t released = 0;          // by the requester

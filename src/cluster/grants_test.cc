@@ -61,12 +61,14 @@ class GrantsTest : public ::testing::Test {
     store_ = std::move(*store);
   }
 
-  GrantTable& Table(uint64_t budget = 4 * kMiB, int64_t timeout_ms = 1000) {
+  GrantTable& Table(uint64_t budget = 4 * kMiB, int64_t timeout_ms = 1000,
+                    size_t per_requester = 256) {
     GrantOptions g;
     g.runtime_uuid = "owner-uuid";
     g.budget_bytes = budget;
     g.grant_timeout_ms = timeout_ms;
     g.max_sessions = 4;
+    g.max_per_requester = per_requester;
     g.budget_wait_ms = 50;
     table_ = std::make_unique<GrantTable>(g, store_.get(), &clock_);
     return *table_;
@@ -186,6 +188,37 @@ TEST_F(GrantsTest, WholeCallRefusals) {
   for (uint64_t tk = 2; tk <= 4; ++tk) ASSERT_TRUE(Ask(tk, {{"t", "k", g}}).ok());
   EXPECT_EQ(Ask(5, {{"t", "k", g}}).status().code(), Code::kNoSpace);  // max_sessions
   EXPECT_EQ(t.Stats().refused_sessions, 1u);
+}
+
+// One requester holds at most max_per_requester grants; others still get
+// theirs. Refused calls (a live ticket, too many) do not make the table
+// forget what the requester holds: it still waits for its own releases when
+// the budget is short.
+TEST_F(GrantsTest, ARequesterHoldsAtMostItsShareAndRefusalsKeepItsCount) {
+  GrantTable& t = Table(/*budget=*/3 * kMiB, /*timeout_ms=*/1000, /*per_requester=*/2);
+  const uint64_t a = Put("a", 2 * kMiB, 'a');
+  const uint64_t b = Put("b", 2 * kMiB, 'b');
+  const uint64_t c = Put("c", 1000, 'c');
+  ASSERT_TRUE(Ask(1, {{"t", "a", a}}).ok());
+  ASSERT_TRUE(Ask(2, {{"t", "c", c}}).ok());
+  const Result<std::vector<GrantAnswer>> third = Ask(3, {{"t", "c", c}});
+  EXPECT_EQ(third.status().code(), Code::kNoSpace);
+  EXPECT_NE(third.status().message().find("already holds 2"), std::string::npos)
+      << third.status().ToString();
+  EXPECT_EQ(t.Stats().refused_sessions, 1u);
+  auto other = Ask(11, {{"t", "c", c}}, "req-2");  // another requester is served
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE((*other)[0].status.ok());
+  for (int i = 0; i < 3; ++i) {  // refused: a live ticket
+    EXPECT_EQ(Ask(1, {{"t", "c", c}}).status().code(), Code::kInvalidArgument);
+  }
+  EXPECT_TRUE(t.Release("req-1", 2));
+  // req-1 still holds grant 1 (2 MiB of the 3 MiB budget): b does not fit,
+  // and req-1 waits for its own release before it is refused.
+  auto same = Ask(4, {{"t", "b", b}});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ((*same)[0].status.code(), Code::kNoSpace);
+  EXPECT_EQ(t.Stats().budget_waits, 1u);
 }
 
 TEST_F(GrantsTest, TheBudgetChargesWholeAllocationsOncePerGrant) {
@@ -570,12 +603,13 @@ TEST_F(GrantsTest, APollingReaderAndASleepingOneReadTheSameBytes) {
       ASSERT_TRUE(std::all_of(dest.begin(), dest.end(), [&](uint8_t b) { return b == fill; }));
     }
   }
+  // Whether a reader had to wait at all depends on how fast the owner's
+  // thread fills the socket, so only what holds either way is checked here
+  // (DataChannel.APollingReaderStillTimesOutASilentOwner makes both wait).
   const transfer::TcpTransportWaits slept = (*sleeper)->Waits();
   EXPECT_EQ(slept.polled, 0u);
   EXPECT_EQ(slept.caught, 0u);
-  EXPECT_GT(slept.slept, 0u);  // 3 MiB cannot come in one piece with the request's write
   const transfer::TcpTransportWaits polled = (*poller)->Waits();
-  EXPECT_GT(polled.polled, 0u);
   EXPECT_LE(polled.caught, polled.polled);
 }
 

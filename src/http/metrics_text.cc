@@ -230,6 +230,8 @@ constexpr Family kGrReserved{"tierkv_grants_reserved_bytes", "gauge",
                              "Bytes pinned for peers' grants, charged to --transfer-budget"};
 constexpr Family kGrBudget{"tierkv_grants_budget_bytes", "gauge", "--transfer-budget"};
 constexpr Family kGrGiven{"tierkv_grants_given_total", "counter", "Source grants given"};
+constexpr Family kGrCallsRefused{"tierkv_grants_calls_refused_total", "counter",
+                                 "Authorizations refused whole, by reason"};
 constexpr Family kGrItems{"tierkv_grants_items_total", "counter",
                           "Items of authorizations, by result"};
 constexpr Family kGrEnded{"tierkv_grants_ended_total", "counter", "Source grants ended, by cause"};
@@ -419,6 +421,9 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.One(kGrReserved, t.reserved_bytes);
   w.One(kGrBudget, t.budget_bytes);
   w.One(kGrGiven, t.grants_given);
+  w.Head(kGrCallsRefused);
+  w.Sample(kGrCallsRefused.name, Label("reason", "sessions"), t.refused_sessions);
+  w.Sample(kGrCallsRefused.name, Label("reason", "other"), t.refused_other);
   w.Head(kGrItems);
   w.Sample(kGrItems.name, Label("result", "granted"), t.items_granted);
   w.Sample(kGrItems.name, Label("result", "stale"), t.refused_stale);
