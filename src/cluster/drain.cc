@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "cluster/peer_limits.h"
 #include "cluster/peer_rpc.h"
 #include "common/clock.h"
 #include "peer.grpc.pb.h"
@@ -25,9 +26,7 @@ struct DrainJobs::Job {
 namespace {
 
 constexpr size_t kBatch = 64;
-// ... and at most about this many bytes of keys (long keys: a Pull or a Drop
-// must stay well within gRPC's 4 MiB message limit).
-constexpr size_t kBatchKeyBytes = size_t{1} << 20;
+// ... and at most about kPeerMessageBytes of keys.
 // How long the source may take to list what it holds (a stream of pages).
 constexpr int64_t kListDeadlineMs = 60000;
 
@@ -205,7 +204,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       size_t key_bytes = 0;
       do {
         key_bytes += recs[end++]->key().size();
-      } while (end < recs.size() && end - at < kBatch && key_bytes < kBatchKeyBytes);
+      } while (end < recs.size() && end - at < kBatch && key_bytes < kPeerMessageBytes);
       peer::PullRequest pull;
       pull.set_tenant(tenant);
       for (size_t i = at; i < end; ++i) pull.add_keys(recs[i]->key());

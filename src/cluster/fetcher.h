@@ -60,6 +60,7 @@
 #include "cluster/global_index.h"
 #include "cluster/grants.h"
 #include "cluster/ha_state.h"
+#include "cluster/peer_limits.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -79,9 +80,8 @@ struct FetcherOptions {
   size_t segment_items = 64;
   uint64_t segment_bytes = 16ull << 20;
   // ... and about this many bytes of keys and tenants, so that a segment's
-  // authorization stays well within what an AUTHORIZE (4 MiB) or a gRPC
-  // message may carry whatever --max-key-bytes allows.
-  uint64_t segment_key_bytes = 1ull << 20;
+  // authorization fits an AUTHORIZE or a gRPC message (peer_limits.h).
+  uint64_t segment_key_bytes = kPeerMessageBytes;
   size_t per_source_grants = 64;
   size_t global_grants = 1024;
   size_t parallel_reads = 4;  // READs of one segment at once (data connections per peer)

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cluster/inventory_stream.h"
+#include "cluster/peer_limits.h"
 #include "cluster/peer_rpc.h"
 
 namespace tierkv {
@@ -18,11 +19,6 @@ namespace {
 
 // The shortest time between two delta batches of one stream (Serve).
 constexpr auto kBatchGap = std::chrono::microseconds(5000);
-// A snapshot page or a delta frame ends once its records reach about this
-// many bytes, whatever their count: with long keys (--max-key-bytes up to
-// 1 MiB) a page of page_records records could exceed the 4 MiB a gRPC
-// message may carry.
-constexpr size_t kFrameBytes = size_t{1} << 20;
 
 // The start of the kBatchGap-long slot of the steady clock that holds `t`.
 // A stream that sent a batch in one slot sends the next at the start of the
@@ -67,12 +63,6 @@ class Scope {
   peer::Scope::Kind kind_;
   std::set<std::string> names_;
 };
-
-// About what `r` adds to a frame.
-template <typename R>
-size_t RecordBytes(const R& r) {
-  return r.tenant.size() + r.key.size() + r.name_space.size() + 40;
-}
 
 // A snapshot record or a journal change (both carry these fields) as a
 // stream record.
@@ -227,9 +217,9 @@ void Inventory::Serve(ServeContext& c) {
           ToRecord(r, out);
           Digest(st, *out);
           ++records;
-          page_bytes += RecordBytes(r);
+          page_bytes += PeerRecordBytes(r);
           if (static_cast<size_t>(page.page().records_size()) >= options_.page_records ||
-              page_bytes >= kFrameBytes) {
+              page_bytes >= kPeerMessageBytes) {
             flush();
           }
         }
@@ -282,7 +272,7 @@ void Inventory::Serve(ServeContext& c) {
       continue;
     }
     // One frame, or several with contiguous ranges when the changes' bytes
-    // pass kFrameBytes.
+    // pass kPeerMessageBytes.
     batch->set_from_sequence(after + 1);
     size_t frame_bytes = 0;
     for (const Change& ch : r.changes) {
@@ -293,9 +283,9 @@ void Inventory::Serve(ServeContext& c) {
                       : ch.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
                                                         : peer::InventoryChange::CLEARED);
         ToRecord(ch, out->mutable_record());
-        frame_bytes += RecordBytes(ch);
+        frame_bytes += PeerRecordBytes(ch);
       }
-      if (frame_bytes >= kFrameBytes && ch.sequence != r.changes.back().sequence) {
+      if (frame_bytes >= kPeerMessageBytes && ch.sequence != r.changes.back().sequence) {
         batch->set_to_sequence(ch.sequence);
         if (!write(f)) break;
         f.Clear();

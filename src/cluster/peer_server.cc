@@ -11,6 +11,7 @@
 #include "cluster/grant_service.h"
 #include "cluster/grants.h"
 #include "cluster/inventory_stream.h"
+#include "cluster/peer_limits.h"
 #include "cluster/peer_rpc.h"
 #include "common/bounded_count.h"
 #include "peer.grpc.pb.h"
@@ -39,10 +40,9 @@ grpc::Status TooMany(int n) {
       grpc::StatusCode::INVALID_ARGUMENT,
       std::to_string(n) + " keys in one call; at most " + std::to_string(kMaxDrainBatch));
 }
-// Records per page of a drain listing (DrainList), and about the most bytes
-// (long keys: a page must stay well within gRPC's 4 MiB message limit).
+// Records per page of a drain listing (DrainList), at most kPeerMessageBytes
+// of them.
 constexpr size_t kDrainListPage = 1024;
-constexpr size_t kDrainListPageBytes = size_t{1} << 20;
 
 class PeerService final : public tierkv::peer::Peer::Service {
  public:
@@ -98,12 +98,12 @@ class PeerService final : public tierkv::peer::Peer::Service {
       size_t bytes = 0;
       for (const SnapshotRecord& r : page) {
         if (medium != 255 && static_cast<uint32_t>(r.medium) != medium) continue;
-        if (bytes >= kDrainListPageBytes) {
+        if (bytes >= kPeerMessageBytes) {
           if (alive) alive = writer->Write(out);
           out.Clear();
           bytes = 0;
         }
-        bytes += r.tenant.size() + r.key.size() + r.name_space.size() + 40;
+        bytes += PeerRecordBytes(r);
         peer::InventoryRecord* o = out.add_records();
         o->set_tenant(r.tenant);
         o->set_key(r.key);
