@@ -29,6 +29,19 @@ std::string Field(const std::string& line, const std::string& field) {
   return line.substr(from, line.find(' ', from) - from);
 }
 
+// Waits up to `ms` for job `id` on `coord` to end; its last summary line
+// ("" when none came; its state is still "running" when it did not end).
+std::string AwaitJobEnd(const ManagerProcess& coord, const std::string& id, int ms) {
+  std::string line;
+  WaitFor(
+      [&] {
+        line = GetText(coord, "/api/v1/drain_jobs/query?job_id=" + id);
+        return !line.empty() && Field(line, "state") != "running";
+      },
+      ms);
+  return line;
+}
+
 TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
@@ -107,14 +120,8 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   const std::string id = Field(started, "job_id");
   ASSERT_FALSE(id.empty()) << started;
   EXPECT_EQ(started.rfind("job_id=" + id + " state=", 0), 0u) << started;
-  std::string line;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        line = GetText(*coord->proc, "/api/v1/drain_jobs/query?job_id=" + id);
-        return !line.empty() && Field(line, "state") != "running";
-      },
-      30000))
-      << line;
+  const std::string line = AwaitJobEnd(*coord->proc, id, 30000);
+  ASSERT_TRUE(!line.empty() && Field(line, "state") != "running") << line;
   ASSERT_TRUE(WaitFor([&] { return reads.load() > 50; }));
   stop = true;
   workload.join();
@@ -308,13 +315,8 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
   const std::string id =
       Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"b"})"), "job_id");
   ASSERT_FALSE(id.empty());
-  std::string line;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        line = GetText(*a.proc, "/api/v1/drain_jobs/query?job_id=" + id);
-        return !line.empty() && Field(line, "state") != "running";
-      },
-      120000));
+  const std::string line = AwaitJobEnd(*a.proc, id, 120000);
+  ASSERT_TRUE(!line.empty() && Field(line, "state") != "running") << line;
   EXPECT_EQ(Field(line, "state"), "done") << line;
   EXPECT_EQ(Field(line, "objects_total"), std::to_string(kObjects)) << line;
   EXPECT_EQ(Field(line, "objects_moved"), std::to_string(kObjects)) << line;
@@ -349,13 +351,8 @@ TEST(Drain, CancelStopsAJobBetweenBatches) {
   EXPECT_NE(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"a"})").find("is running"),
             std::string::npos);
   PostText(*a.proc, "/api/v1/drain_jobs/cancel?job_id=" + id, "");
-  std::string line;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        line = GetText(*a.proc, "/api/v1/drain_jobs/query?job_id=" + id);
-        return !line.empty() && Field(line, "state") != "running";
-      },
-      30000));
+  const std::string line = AwaitJobEnd(*a.proc, id, 30000);
+  ASSERT_TRUE(!line.empty() && Field(line, "state") != "running") << line;
   EXPECT_EQ(Field(line, "state"), "cancelled") << line;
   const uint64_t moved = std::stoull(Field(line, "objects_moved"));
   EXPECT_LT(moved, 640u) << line;

@@ -54,6 +54,11 @@ uint32_t RankOf(const ManagerProcess& m) {
 
 Json Coverage(const ManagerProcess& m) { return GetJson(m, "/cache/metadata"); }
 
+// Whether m's index comes to hold exactly `n` entries (within 10 s).
+bool SeesEntries(const ManagerProcess& m, int n) {
+  return WaitFor([&] { return Coverage(m)["index"]["entries"] == n; });
+}
+
 // Null when the answer does not parse (see GetJson).
 Json Post(const ManagerProcess& m, const std::string& path, const std::string& body) {
   Json j = Json::parse(PostText(m, path, body, 35), nullptr, false);
@@ -243,8 +248,7 @@ TEST(Inventory, LongKeysStillFitTheStreamsFrames) {
     }
   }
   // The last deltas may still be on their way: every key arrives.
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 400; }))
-      << Coverage(*b.proc).dump();
+  ASSERT_TRUE(SeesEntries(*b.proc, 400)) << Coverage(*b.proc).dump();
   const Json m = Coverage(*b.proc);
   EXPECT_EQ(m["coverage"], "complete");
   // One snapshot, then deltas only: no frame was too large for the stream.
@@ -291,7 +295,7 @@ TEST(Inventory, AMemberThatLeavesIsHiddenAtOnceAndOthersKeepTheirEntries) {
   Node c = StartNode(etcd.endpoints(), cluster, "c");
   PutMany(*a.proc, "a-", 5);
   PutMany(*c.proc, "c-", 5);
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 10; }));
+  ASSERT_TRUE(SeesEntries(*b.proc, 10));
   // SIGKILL: the stream breaks at once (a's entries become partial hints),
   // and they vanish when a's member record does, with no delete records.
   a.proc->Stop(SIGKILL);
@@ -421,7 +425,7 @@ TEST(Inventory, ANewerStreamOfTheSameRequesterCancelsTheOlder) {
   Node a = StartNode(etcd.endpoints(), cluster, "a");
   Node b = StartNode(etcd.endpoints(), cluster, "b");
   PutMany(*a.proc, "s", 10);
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 10; }));
+  ASSERT_TRUE(SeesEntries(*b.proc, 10));
   auto stub = peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
   auto open = [&](grpc::ClientContext& ctx, const std::string& node) {
     peer::InventoryRequest req;
@@ -512,7 +516,7 @@ TEST(Inventory, LookupsSayWhereAKeyIsLocalRemoteAbsentOrUnknown) {
   Node a = StartNode(etcd.endpoints(), cluster, "a");
   Node b = StartNode(etcd.endpoints(), cluster, "b");
   PutMany(*a.proc, "on-a-", 3);
-  ASSERT_TRUE(WaitFor([&] { return Coverage(*b.proc)["index"]["entries"] == 3; }));
+  ASSERT_TRUE(SeesEntries(*b.proc, 3));
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
   Client& c = **cb;

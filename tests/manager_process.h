@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "wait_for.h"
+
 namespace tierkv::testing {
 
 class ManagerProcess {
@@ -60,16 +62,6 @@ class ManagerProcess {
 // The value of one sample of the manager's /metrics, named exactly as it
 // appears (`name` or `name{labels}`); -1 when absent or unreachable.
 int64_t ScrapeMetric(const ManagerProcess& m, const std::string& series);
-
-// Polls `fn` every 10 ms until it returns true (true) or `ms` pass (false).
-template <typename Fn>
-bool WaitFor(Fn fn, int ms = 10000) {
-  for (int i = 0; i < ms / 10; ++i) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return fn();
-}
 
 // Unlinks `path` when it goes out of scope: the socket files a test or a
 // benchmark binds itself (a killed manager leaves its own behind).

@@ -19,6 +19,7 @@
 #include "peer.pb.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
+#include "wait_for.h"
 
 namespace tierkv {
 namespace {
@@ -625,12 +626,10 @@ TEST_F(GrantsTest, AReaderReplacesAConnectionTheOwnerClosedWhileItWasIdle) {
   o.idle_timeout_ms = 50;
   Channel c = Serve(grants, o);
   auto closed = [&](uint64_t accepted) {
-    for (int i = 0; i < 2000; ++i) {  // up to 10 s
+    return testing::WaitFor([&] {
       const transfer::DataServerStats s = c.server->Stats();
-      if (s.connections_total == accepted && s.connections == 0) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
+      return s.connections_total == accepted && s.connections == 0;
+    });
   };
   std::vector<uint8_t> dest(8192);
   for (uint64_t round = 1; round <= 3; ++round) {

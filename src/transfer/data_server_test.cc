@@ -10,7 +10,6 @@
 #include <asio.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,6 +17,7 @@
 
 #include "transfer/data_frame.h"
 #include "transfer/tcp_transport.h"
+#include "wait_for.h"
 
 namespace tierkv::transfer {
 namespace {
@@ -74,16 +74,6 @@ class StubSource : public GrantSource {
   std::string seen_;
 };
 
-// Polls `done` for up to 10 s.
-bool Eventually(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
 class DataServerTest : public ::testing::Test {
  protected:
   void Start(size_t max_connections) {
@@ -120,7 +110,7 @@ class DataServerTest : public ::testing::Test {
     const uint64_t before = taken();
     auto s = std::make_unique<asio::ip::tcp::socket>(io_);
     s->connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(server_->port())});
-    EXPECT_TRUE(Eventually([&] { return taken() > before; }));
+    EXPECT_TRUE(testing::WaitFor([&] { return taken() > before; }));
     return s;
   }
   // Whether the server has closed `s` (its next read ends at once).
@@ -156,7 +146,7 @@ TEST_F(DataServerTest, AFullServerShedsNeverUsedConnectionsFirstThenTheOneIdleTh
   // Full: b's connection sheds the older of the two that never sent a request.
   auto b = Reader();
   ASSERT_TRUE(ReadOnce(*b));
-  ASSERT_TRUE(Eventually([&] { return server_->Stats().shed == 1; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->Stats().shed == 1; }));
   EXPECT_TRUE(ClosedByServer(*silent1));
   EXPECT_TRUE(StillOpen(*silent2));
   // a's connection is still there: a reads again on it.
@@ -167,10 +157,10 @@ TEST_F(DataServerTest, AFullServerShedsNeverUsedConnectionsFirstThenTheOneIdleTh
   // A never-used connection goes before an idle one, however long that has
   // been idle (b, since its read).
   auto silent3 = Silent();
-  ASSERT_TRUE(Eventually([&] { return server_->Stats().shed == 2; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->Stats().shed == 2; }));
   EXPECT_TRUE(ClosedByServer(*silent2));
   silent3->close();
-  ASSERT_TRUE(Eventually([&] { return server_->Stats().connections == 2; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->Stats().connections == 2; }));
 
   // Only used connections, now: a new one sheds the one idle the longest.
   auto c = Reader();
@@ -179,7 +169,7 @@ TEST_F(DataServerTest, AFullServerShedsNeverUsedConnectionsFirstThenTheOneIdleTh
   ASSERT_TRUE(ReadOnce(*c));  // b is idle the longest
   auto d = Reader();
   ASSERT_TRUE(ReadOnce(*d));
-  ASSERT_TRUE(Eventually([&] { return server_->Stats().shed == 3; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->Stats().shed == 3; }));
   const uint64_t before_b = server_->Stats().connections_total;
   ASSERT_TRUE(ReadOnce(*a));  // still on its own connection
   ASSERT_TRUE(ReadOnce(*c));
@@ -188,7 +178,7 @@ TEST_F(DataServerTest, AFullServerShedsNeverUsedConnectionsFirstThenTheOneIdleTh
   // the longest) and reads.
   ASSERT_TRUE(ReadOnce(*b));
   EXPECT_EQ(server_->Stats().connections_total, before_b + 1);
-  ASSERT_TRUE(Eventually([&] { return server_->Stats().shed == 4; }));
+  ASSERT_TRUE(testing::WaitFor([&] { return server_->Stats().shed == 4; }));
   EXPECT_EQ(server_->Stats().refused, 0u);
   server_->Stop();
 }
