@@ -251,6 +251,14 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
     peer::ItemResults out;
     EXPECT_EQ(stub->Pull(&pctx, pull, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_EQ(stub->Drop(&dctx, drop, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    // A Pull must name the source and one generation per key.
+    peer::PullRequest anonymous;
+    anonymous.add_keys("f1");
+    grpc::ClientContext actx;
+    EXPECT_EQ(stub->Pull(&actx, anonymous, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    anonymous.set_source("b");
+    grpc::ClientContext gctx;
+    EXPECT_EQ(stub->Pull(&gctx, anonymous, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
   // No fence: refused at once, kept (nothing shows a copy exists elsewhere).
   r = DropWithFence(b, "f1", gen, "", 0, 30000);
@@ -273,6 +281,60 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
                      R"({"inventory_fence":{"owner":"zz","sequence":1}})")
                 .find("unknown owner"),
             std::string::npos);
+}
+
+// The target of a drain holds an older value of a key than the source (a
+// copy it fetched before the source replaced the value): the drain moves the
+// source's value, which replaces that copy, so the newer value is not lost
+// when the source drops it.
+TEST(Drain, TheSourcesValueReplacesAnOlderCopyOnTheTarget) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto ca = Client::Connect(a.proc->uds());
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  const std::string old_value = PatternValue("old", 20000), new_value = PatternValue("new", 30000);
+  ASSERT_TRUE((*cb)->Put("k", old_value).ok());
+  ASSERT_TRUE((*cb)->Put("same", new_value).ok());
+  // a's view of b, then a's own copies of both values as they are now.
+  auto await_b = [&] {
+    const Json fence = Json::parse(PostText(*b.proc, "/cache/sync", ""), nullptr, false);
+    ASSERT_TRUE(fence.contains("inventory_fence")) << fence.dump();
+    const Json body = {{"inventory_fence", fence["inventory_fence"]}, {"timeout_ms", 10000}};
+    ASSERT_NE(PostText(*a.proc, "/cache/metadata/await", body.dump()).find("covered_sequence"),
+              std::string::npos);
+  };
+  await_b();
+  Result<std::string> copy = (*ca)->Get("k");
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  ASSERT_EQ(*copy, old_value);
+  ASSERT_TRUE((*ca)->Get("same").ok());
+  // b replaces its value; a's copy is now older than b's.
+  ASSERT_TRUE((*cb)->Upsert("k", new_value).ok());
+  await_b();
+
+  const std::string id =
+      Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"b"})"), "job_id");
+  ASSERT_FALSE(id.empty());
+  const std::string line = AwaitJobEnd(*a.proc, id, 60000);
+  EXPECT_EQ(Field(line, "state"), "done") << line;
+  EXPECT_EQ(Field(line, "objects_moved"), "2") << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+  LookupOptions local;
+  local.local_only = true;
+  EXPECT_FALSE((*cb)->Exist("k", kDefaultTenant, local).ok());
+  for (auto* c : {&*ca, &*cb}) {
+    Result<std::string> got = (*c)->Get("k");
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == new_value)
+        << "an older value survived the drain (" << got->size() << " bytes)";
+    got = (*c)->Get("same");
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == new_value);
+  }
 }
 
 // A node whose listing is larger than one gRPC message may be (4 MiB by

@@ -207,7 +207,11 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       } while (end < recs.size() && end - at < kBatch && key_bytes < kPeerMessageBytes);
       peer::PullRequest pull;
       pull.set_tenant(tenant);
-      for (size_t i = at; i < end; ++i) pull.add_keys(recs[i]->key());
+      pull.set_source(job->view.source);
+      for (size_t i = at; i < end; ++i) {
+        pull.add_keys(recs[i]->key());
+        pull.add_generations(recs[i]->generation());
+      }
       peer::ItemResults pulled;
       grpc::ClientContext pctx;
       pctx.set_deadline(PeerDeadline(120000));

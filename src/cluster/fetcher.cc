@@ -35,6 +35,11 @@ struct RemoteFetcher::Item {
   Status status = NotFound("not held by any other manager");
   bool attempted = false;  // its READ stage ran (ReadOne)
   bool stale = false;      // the owner refused it: gone, or another value now
+  // Pull: only this owner's value at this generation may be read, and it
+  // replaces any value of the key here.
+  std::string_view only_owner;
+  uint64_t only_generation = 0;
+  PutOptions Put() const { return PutOptions{{}, /*upsert=*/!only_owner.empty()}; }
   // Whether the owner granted the value the index named (same size).
   bool GrantedAsIndexed(const GrantAnswer& ans) const {
     return ans.status.ok() && ans.size == loc.size;
@@ -218,10 +223,53 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
   return out;
 }
 
+std::vector<Status> RemoteFetcher::Pull(std::string_view tenant,
+                                        std::span<const std::string_view> keys,
+                                        std::string_view source,
+                                        std::span<const uint64_t> generations) {
+  TraceScope trace(Trace().fetch);
+  fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
+  std::vector<Item> items(keys.size());
+  std::vector<Item*> todo;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    items[i].tenant = tenant;
+    items[i].key = keys[i];
+    items[i].only_owner = source;
+    items[i].only_generation = i < generations.size() ? generations[i] : 0;
+    todo.push_back(&items[i]);
+  }
+  // Neither leads nor follows a concurrent fetch of the same key: that one
+  // may read another owner's value, and this one must read the source's.
+  RunPlans(todo);
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (Item& item : items) out.push_back(std::move(item.status));
+  trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
+  return out;
+}
+
 void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
   std::map<std::string, std::pair<std::shared_ptr<Peer>, std::vector<Item*>>> plans;
   for (Item* item : items) {
     const IndexLookup found = index_->Lookup(item->tenant, item->key);
+    if (!item->only_owner.empty()) {
+      const auto it = std::find_if(
+          found.locations.begin(), found.locations.end(), [&](const RemoteLocation& l) {
+            return l.owner == item->only_owner && l.generation == item->only_generation;
+          });
+      std::shared_ptr<Peer> p = it == found.locations.end() ? nullptr : PeerOf(it->owner);
+      if (!p || p->uuid != it->owner_uuid || p->data_endpoint.empty()) {
+        miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
+        item->status = NotFound("the index here does not show " + std::string(item->only_owner) +
+                                "'s value at generation " + std::to_string(item->only_generation));
+        continue;
+      }
+      item->loc = *it;
+      auto& plan = plans[it->owner];
+      plan.first = std::move(p);
+      plan.second.push_back(item);
+      continue;
+    }
     const RemoteLocation* best = nullptr;
     std::shared_ptr<Peer> best_peer;
     auto score = [](const RemoteLocation& l, const Peer& p) {
@@ -425,7 +473,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   if (read_first && options_.authorize_over_data &&
       RangesFor(first.loc.size, options_.parallel_reads) == 1) {
     Result<AllocGrant> g =
-        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, {});
+        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, first.Put());
     if (g.ok()) {
       early_grant = *g;
       early.request = {a.ticket, 0, first.loc.generation, 0, first.loc.size};
@@ -649,10 +697,14 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
                               const GrantAnswer& ans, size_t ranges) {
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
-  Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
+  Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, item.Put());
   if (!g.ok()) {
-    if (g.status().code() == Code::kDuplicated) {
+    if (g.status().code() == Code::kDuplicated && item.only_owner.empty()) {
       item.status = Status::Ok();  // stored here meanwhile
+      return Status::Ok();
+    }
+    if (g.status().code() != Code::kNoSpace && !item.only_owner.empty()) {
+      item.status = NotFound("not stored here: " + g.status().ToString());
       return Status::Ok();
     }
     miss_local_space_.fetch_add(1, std::memory_order_relaxed);

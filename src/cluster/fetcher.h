@@ -112,6 +112,16 @@ class RemoteFetcher {
   // index, refused by its owner, the owner lost, no local space, ...).
   std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys);
 
+  // A drain's copy (Peer/Pull): brings the values `source` holds at exactly
+  // `generations` (one per key) into the local store, through the same grant
+  // path, replacing any value of those keys held here (a copy fetched earlier
+  // may be an older value than the source's). One status per key: OK once
+  // the source's value is local; NOT_FOUND when the index here does not show
+  // that value of the source, or it could not be read or stored. Never reads
+  // another owner's value, and never shares a concurrent Fetch of the key.
+  std::vector<Status> Pull(std::string_view tenant, std::span<const std::string_view> keys,
+                           std::string_view source, std::span<const uint64_t> generations);
+
   TransferStats Stats() const;
 
  private:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 
 #include "cluster/fetcher.h"
 #include "cluster/global_index.h"
@@ -123,8 +124,15 @@ class PeerService final : public tierkv::peer::Peer::Service {
                     peer::ItemResults* out) override {
     if (fetcher_ == nullptr) return Unimplemented();
     if (req->keys_size() > kMaxDrainBatch) return TooMany(req->keys_size());
+    if (req->source().empty() || req->generations_size() != req->keys_size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a Pull names the source and one generation per key");
+    }
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
-    for (const Status& st : fetcher_->Fetch(req->tenant(), keys)) AddResult(out, st);
+    const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
+    for (const Status& st : fetcher_->Pull(req->tenant(), keys, req->source(), generations)) {
+      AddResult(out, st);
+    }
     // Taken after the stores: a source that waits for its view of this owner
     // to cover it sees every copy this call made.
     out->mutable_fence()->set_owner(identity_().node_id);
