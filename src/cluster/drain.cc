@@ -196,8 +196,13 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     std::lock_guard lock(mu_);
     job->view.total = seen.size();
   }
-  // Batches of one tenant, sent to the targets in turn.
+  // Batches of one tenant, sent to the targets in turn. Why the first object
+  // that was not moved stayed, for the log.
   size_t turn = 0;
+  std::string first_failure;
+  auto failed = [&](const std::string& key, const std::string& why) {
+    if (first_failure.empty()) first_failure = "'" + key.substr(0, 128) + "': " + why;
+  };
   for (const auto& [tenant, recs] : by_tenant) {
     for (size_t at = 0, end = 0; at < recs.size(); at = end) {
       if (job->cancel) return finish("cancelled", "");
@@ -221,9 +226,18 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       if (ps.ok()) *drop.mutable_fence() = pulled.fence();
       std::vector<const peer::InventoryRecord*> dropping;
       for (size_t i = at; i < end; ++i) {
-        const bool ok = ps.ok() && static_cast<size_t>(pulled.items_size()) == end - at &&
-                        pulled.items(static_cast<int>(i - at)).code() == 0;
-        if (!ok) continue;
+        if (!ps.ok()) {
+          failed(recs[i]->key(), "pull: " + ps.error_message());
+          continue;
+        }
+        if (static_cast<size_t>(pulled.items_size()) != end - at) {
+          failed(recs[i]->key(), "pull: a malformed answer");
+          continue;
+        }
+        if (const peer::GrantedItem& r = pulled.items(static_cast<int>(i - at)); r.code() != 0) {
+          failed(recs[i]->key(), "pull: " + r.message());
+          continue;
+        }
         peer::GrantItem* g = drop.add_items();
         g->set_tenant(tenant);
         g->set_key(recs[i]->key());
@@ -236,9 +250,13 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
         grpc::ClientContext dctx;
         dctx.set_deadline(PeerDeadline(30000));
         const grpc::Status ds = source->Drop(&dctx, drop, &dropped);
+        if (!ds.ok()) failed(dropping[0]->key(), "drop: " + ds.error_message());
         for (size_t j = 0;
              ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {
-          if (dropped.items(static_cast<int>(j)).code() != 0) continue;
+          if (const peer::GrantedItem& r = dropped.items(static_cast<int>(j)); r.code() != 0) {
+            failed(dropping[j]->key(), "drop: " + r.message());
+            continue;
+          }
           ++moved;
           bytes += dropping[j]->size();
         }
@@ -248,6 +266,11 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       job->view.bytes += bytes;
       job->view.failed += (end - at) - moved;
     }
+  }
+  if (!first_failure.empty()) {
+    std::lock_guard lock(mu_);
+    spdlog::warn("drain job {}: {} of {} objects not moved (they stay on {}); the first: {}",
+                 job->view.id, job->view.failed, job->view.total, job->view.source, first_failure);
   }
   finish("done", "");
 }
