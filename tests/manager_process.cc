@@ -168,11 +168,14 @@ bool ManagerProcess::Start(std::vector<std::string> extra_args, std::string* why
     }
   }
   startup_output_ = text;
-  // Keep draining stdout so the manager never blocks on a full pipe.
+  // Keep draining stdout so the manager never blocks on a full pipe; with
+  // TIERKV_TEST_MANAGER_LOG set, its log lines go on to the test's stderr.
   const int fd = out_pipe[0];
-  std::thread([fd] {
+  const bool pass_on = std::getenv("TIERKV_TEST_MANAGER_LOG") != nullptr;
+  std::thread([fd, pass_on] {
     char buf[512];
-    while (read(fd, buf, sizeof(buf)) > 0) {
+    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) {
+      if (pass_on) (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
     }
     close(fd);
   }).detach();

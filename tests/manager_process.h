@@ -25,6 +25,9 @@ class ManagerProcess {
   // left out when `extra_args` sets that flag itself. Waits until it
   // prints its addresses. Aborts the test binary if it cannot start, with
   // what the manager printed (its stderr is also passed on to the test's).
+  // The manager is SIGKILLed when the thread that started it ends
+  // (PR_SET_PDEATHSIG), so start managers that must outlive a worker thread
+  // on a thread that lives as long.
   explicit ManagerProcess(std::vector<std::string> extra_args = {});
   // The same, but a manager that cannot start is null and *why says what it
   // printed.
