@@ -283,11 +283,13 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
             std::string::npos);
 }
 
-// The target of a drain holds an older value of a key than the source (a
-// copy it fetched before the source replaced the value): the drain moves the
-// source's value, which replaces that copy, so the newer value is not lost
-// when the source drops it.
-TEST(Drain, TheSourcesValueReplacesAnOlderCopyOnTheTarget) {
+// Where the target of a drain already holds a key, either value may be the
+// newer one: a copy the target fetched before the source replaced the value
+// ("older"), or the target's own value of which the source holds an older
+// copy ("newer"). Neither is replaced and the source keeps its value, so the
+// newest value of a key is never lost; a key with the same bytes on both is
+// moved.
+TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
   Node a = StartNode(etcd.endpoints(), cluster, "a");
@@ -296,45 +298,56 @@ TEST(Drain, TheSourcesValueReplacesAnOlderCopyOnTheTarget) {
   auto ca = Client::Connect(a.proc->uds());
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(ca.ok() && cb.ok());
-  const std::string old_value = PatternValue("old", 20000), new_value = PatternValue("new", 30000);
-  ASSERT_TRUE((*cb)->Put("k", old_value).ok());
-  ASSERT_TRUE((*cb)->Put("same", new_value).ok());
-  // a's view of b, then a's own copies of both values as they are now.
-  auto await_b = [&] {
-    const Json fence = Json::parse(PostText(*b.proc, "/cache/sync", ""), nullptr, false);
+  const std::string v1 = PatternValue("v1", 20000), v2 = PatternValue("v2", 30000);
+  // `to` sees every change of `from` so far.
+  auto await = [&](const Node& from, const Node& to) {
+    const Json fence = Json::parse(PostText(*from.proc, "/cache/sync", ""), nullptr, false);
     ASSERT_TRUE(fence.contains("inventory_fence")) << fence.dump();
     const Json body = {{"inventory_fence", fence["inventory_fence"]}, {"timeout_ms", 10000}};
-    ASSERT_NE(PostText(*a.proc, "/cache/metadata/await", body.dump()).find("covered_sequence"),
+    ASSERT_NE(PostText(*to.proc, "/cache/metadata/await", body.dump()).find("covered_sequence"),
               std::string::npos);
   };
-  await_b();
-  Result<std::string> copy = (*ca)->Get("k");
-  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
-  ASSERT_EQ(*copy, old_value);
+  ASSERT_TRUE((*cb)->Put("older", v1).ok());
+  ASSERT_TRUE((*cb)->Put("same", v2).ok());
+  ASSERT_TRUE((*ca)->Put("newer", v1).ok());
+  await(b, a);
+  await(a, b);
+  // Each fetches a copy of the other's values as they are now...
+  ASSERT_TRUE((*ca)->Get("older").ok());
   ASSERT_TRUE((*ca)->Get("same").ok());
-  // b replaces its value; a's copy is now older than b's.
-  ASSERT_TRUE((*cb)->Upsert("k", new_value).ok());
-  await_b();
+  ASSERT_TRUE((*cb)->Get("newer").ok());
+  // ... and then each owner replaces its own.
+  ASSERT_TRUE((*cb)->Upsert("older", v2).ok());
+  ASSERT_TRUE((*ca)->Upsert("newer", v2).ok());
+  await(b, a);
 
   const std::string id =
       Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"b"})"), "job_id");
   ASSERT_FALSE(id.empty());
   const std::string line = AwaitJobEnd(*a.proc, id, 60000);
   EXPECT_EQ(Field(line, "state"), "done") << line;
-  EXPECT_EQ(Field(line, "objects_moved"), "2") << line;
-  EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+  EXPECT_EQ(Field(line, "objects_total"), "3") << line;
+  EXPECT_EQ(Field(line, "objects_moved"), "1") << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "2") << line;
   LookupOptions local;
   local.local_only = true;
-  EXPECT_FALSE((*cb)->Exist("k", kDefaultTenant, local).ok());
-  for (auto* c : {&*ca, &*cb}) {
-    Result<std::string> got = (*c)->Get("k");
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_TRUE(*got == new_value)
-        << "an older value survived the drain (" << got->size() << " bytes)";
-    got = (*c)->Get("same");
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_TRUE(*got == new_value);
-  }
+  auto local_value = [&](std::unique_ptr<Client>& c, const std::string& key) {
+    std::string v(64 << 10, '\0');
+    Result<ObjectInfo> info = c->Query(key, kDefaultTenant, local);
+    if (!info.ok()) return std::string("(not here)");
+    Result<size_t> n = c->Get(key, v.data(), v.size());
+    return n.ok() ? v.substr(0, *n) : std::string("(not here)");
+  };
+  // The newest value of each key is still where it was.
+  EXPECT_TRUE(local_value(*cb, "older") == v2);
+  EXPECT_TRUE(local_value(*ca, "newer") == v2);
+  // The copies were not replaced either, and the key with the same bytes moved.
+  EXPECT_TRUE(local_value(*ca, "older") == v1);
+  EXPECT_TRUE(local_value(*cb, "newer") == v1);
+  EXPECT_FALSE((*cb)->Exist("same", kDefaultTenant, local).ok());
+  Result<std::string> same = (*cb)->Get("same");
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_TRUE(*same == v2);
 }
 
 // A node whose listing is larger than one gRPC message may be (4 MiB by

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <future>
+#include <memory>
+#include <new>
 #include <optional>
 #include <random>
 #include <thread>
@@ -35,11 +38,9 @@ struct RemoteFetcher::Item {
   Status status = NotFound("not held by any other manager");
   bool attempted = false;  // its READ stage ran (ReadOne)
   bool stale = false;      // the owner refused it: gone, or another value now
-  // Pull: only this owner's value at this generation may be read, and it
-  // replaces any value of the key here.
+  // Pull: only this owner's value at this generation may be read.
   std::string_view only_owner;
   uint64_t only_generation = 0;
-  PutOptions Put() const { return PutOptions{{}, /*upsert=*/!only_owner.empty()}; }
   // Whether the owner granted the value the index named (same size).
   bool GrantedAsIndexed(const GrantAnswer& ans) const {
     return ans.status.ok() && ans.size == loc.size;
@@ -473,7 +474,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   if (read_first && options_.authorize_over_data &&
       RangesFor(first.loc.size, options_.parallel_reads) == 1) {
     Result<AllocGrant> g =
-        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, first.Put());
+        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, {});
     if (g.ok()) {
       early_grant = *g;
       early.request = {a.ticket, 0, first.loc.generation, 0, first.loc.size};
@@ -697,14 +698,11 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
                               const GrantAnswer& ans, size_t ranges) {
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
-  Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, item.Put());
+  Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
   if (!g.ok()) {
-    if (g.status().code() == Code::kDuplicated && item.only_owner.empty()) {
+    if (g.status().code() == Code::kDuplicated) {
+      if (!item.only_owner.empty()) return CompareHeld(peer, item, ticket, index, ans, ranges);
       item.status = Status::Ok();  // stored here meanwhile
-      return Status::Ok();
-    }
-    if (g.status().code() != Code::kNoSpace && !item.only_owner.empty()) {
-      item.status = NotFound("not stored here: " + g.status().ToString());
       return Status::Ok();
     }
     miss_local_space_.fetch_add(1, std::memory_order_relaxed);
@@ -724,6 +722,35 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     return st;
   }
   CommitFetched(item, caller, g->alloc_id, verified);
+  return Status::Ok();
+}
+
+Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
+                                  const GrantAnswer& ans, size_t ranges) {
+  std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[ans.size]);
+  if (!bytes) {
+    item.status = NotFound("held here, and no memory to compare it with " + peer.node + "'s");
+    return Status::Ok();
+  }
+  peer.inflight_bytes.fetch_add(ans.size);
+  std::vector<KnownChecksum> verified;
+  const Status st = ReadRanges(peer, ticket, index, ans, bytes.get(), ranges, &verified);
+  peer.inflight_bytes.fetch_sub(ans.size);
+  if (!st.ok()) {
+    miss_read_.fetch_add(1, std::memory_order_relaxed);
+    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
+    return st;
+  }
+  Result<PinGrant> pin = store_->Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
+  if (!pin.ok()) {
+    item.status = NotFound("held here, then changed: " + pin.status().ToString());
+    return Status::Ok();
+  }
+  const bool same = pin->size == ans.size && std::memcmp(pin->data, bytes.get(), ans.size) == 0;
+  (void)store_->Unpin(kCompareSession, pin->pin_id);
+  item.status = same ? Status::Ok()
+                     : NotFound("this manager holds another value of the key than " + peer.node +
+                                "; neither is replaced");
   return Status::Ok();
 }
 

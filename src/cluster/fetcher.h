@@ -95,6 +95,8 @@ struct FetcherOptions {
 
 // Session id the fetcher's local allocations are made under (never a client's).
 inline constexpr uint64_t kFetchSession = ~uint64_t{0} - 1;
+// Pin owner of a Pull's comparison with a value held here.
+inline constexpr uint64_t kCompareSession = ~uint64_t{0} - 2;
 
 class RemoteFetcher {
  public:
@@ -114,11 +116,13 @@ class RemoteFetcher {
 
   // A drain's copy (Peer/Pull): brings the values `source` holds at exactly
   // `generations` (one per key) into the local store, through the same grant
-  // path, replacing any value of those keys held here (a copy fetched earlier
-  // may be an older value than the source's). One status per key: OK once
-  // the source's value is local; NOT_FOUND when the index here does not show
-  // that value of the source, or it could not be read or stored. Never reads
-  // another owner's value, and never shares a concurrent Fetch of the key.
+  // path. One status per key: OK once the source's value is local. A key
+  // already held here is never replaced (either value may be the newer one):
+  // the source's value is read into memory of its own and compared, OK when
+  // the bytes are the same, NOT_FOUND ("holds another value") when not.
+  // NOT_FOUND too when the index here does not show that value of the
+  // source, or it could not be read or stored. Never reads another owner's
+  // value, and never shares a concurrent Fetch of the key.
   std::vector<Status> Pull(std::string_view tenant, std::span<const std::string_view> keys,
                            std::string_view source, std::span<const uint64_t> generations);
 
@@ -173,6 +177,11 @@ class RemoteFetcher {
   // *verified gets each range and the checksum it was verified against.
   Status ReadRanges(Peer& peer, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
                     uint8_t* dest, size_t ranges, std::vector<KnownChecksum>* verified);
+  // Pull of a key held here: READs the granted item into memory of its own
+  // and sets the item's status by comparing it with the value held here (OK
+  // when the bytes are the same); the READ's error, else OK.
+  Status CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
+                     const GrantAnswer& answer, size_t ranges);
   // Commits a fetched value's allocation (with the checksums its READs were
   // verified against) and sets the item's status and the counters.
   void CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
