@@ -404,13 +404,14 @@ int Run(const Options& opt) {
               opt.clients, opt.seconds, static_cast<unsigned long long>(t.ops.load()));
   std::printf(
       "  misses %llu, no_space %llu, failures during a restart %llu, lookups unknown %llu, "
-      "remote candidates %llu, older mutable versions read %llu\n",
+      "remote candidates %llu, older mutable versions read %llu, upserts retried %llu\n",
       static_cast<unsigned long long>(t.misses.load()),
       static_cast<unsigned long long>(t.no_space.load()),
       static_cast<unsigned long long>(t.down.load()),
       static_cast<unsigned long long>(t.unavailable_lookups.load()),
       static_cast<unsigned long long>(t.remote_candidates.load()),
-      static_cast<unsigned long long>(t.stale_mutable.load()));
+      static_cast<unsigned long long>(t.stale_mutable.load()),
+      static_cast<unsigned long long>(t.retries.load()));
   std::printf("  unexpected %llu, corrupt %llu\n",
               static_cast<unsigned long long>(t.unexpected.load()),
               static_cast<unsigned long long>(t.corrupt.load()));

@@ -43,7 +43,7 @@ struct Member {
 // fails the run.
 struct Tally {
   std::atomic<uint64_t> ops{0}, misses{0}, no_space{0}, down{0}, unavailable_lookups{0};
-  std::atomic<uint64_t> remote_candidates{0}, stale_mutable{0};
+  std::atomic<uint64_t> remote_candidates{0}, stale_mutable{0}, retries{0};
   std::atomic<uint64_t> unexpected{0}, corrupt{0};
   std::mutex mu;
   std::vector<std::string> samples;  // the first few failures, for the report

@@ -65,6 +65,7 @@ class Sessions {
       if (c == Code::kNotFound) ++t.misses;
       if (c == Code::kNoSpace) ++t.no_space;
       if (c == Code::kUnavailable) ++t.unavailable_lookups;
+      if (c == Code::kRetry) ++t.retries;
       return false;
     }
     Member& mem = *shared_->members[m];
@@ -164,8 +165,9 @@ void ClientLoop(int id, Shared* shared, double deadline, ClientState* state) {
       const int j = static_cast<int>(rng() % kMutableKeys);
       const uint64_t version = ++attempts[j];
       const std::string v = ValueOf(mutable_key(j), version);
+      // RETRY: a fetch or a drain's copy of the key is being stored here.
       if (s.Judge(home, epoch, c->Upsert(mutable_key(j), v, {tenant, {}}), "upsert",
-                  {Code::kNoSpace})) {
+                  {Code::kNoSpace, Code::kRetry})) {
         acked[j] = version;
       }
     } else if (op <= 5) {  // read an immutable object anywhere
