@@ -350,6 +350,40 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   EXPECT_TRUE(*same == v2);
 }
 
+// Job ids are numbered in etcd: after the coordinator changes, the new one
+// numbers on from the last job of the old one, so a job id never names
+// another coordinator's job.
+TEST(Drain, JobIdsStayUniqueWhenTheCoordinatorChanges) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  Node c = StartNode(etcd.endpoints(), cluster, "c");
+  auto cc = Client::Connect(c.proc->uds());
+  ASSERT_TRUE(cc.ok());
+  ASSERT_TRUE((*cc)->Put("x", PatternValue("x", 1000)).ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    const std::string id =
+        Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"c"})"), "job_id");
+    ASSERT_FALSE(id.empty());
+    EXPECT_EQ(Field(AwaitJobEnd(*a.proc, id, 30000), "state"), "done");
+    ids.push_back(id);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"job_1", "job_2"}));
+  // a leaves; b takes over and numbers on.
+  EXPECT_EQ(a.proc->Stop(SIGTERM), 0);
+  ASSERT_TRUE(
+      WaitFor([&] { return ScrapeMetric(*b.proc, "tierkv_cluster_coordinator") == 1; }, 20000));
+  EXPECT_NE(GetText(*b.proc, "/api/v1/drain_jobs/query?job_id=job_1").find("no drain job"),
+            std::string::npos);
+  const std::string next =
+      Field(PostText(*b.proc, "/api/v1/drain_jobs", R"({"node":"c"})"), "job_id");
+  EXPECT_EQ(next, "job_3");
+  EXPECT_EQ(Field(AwaitJobEnd(*b.proc, next, 30000), "state"), "done");
+}
+
 // A node whose listing is larger than one gRPC message may be (4 MiB by
 // default): 6000 objects with keys of 1000 bytes, the last 100 of them of
 // 100 000 bytes in a tenant of their own (a batch of 64 of those would make a

@@ -65,8 +65,11 @@ std::string DrainSummary(const DrainJobView& v) {
 }
 
 DrainJobs::DrainJobs(const HaStateProvider* membership, std::string self,
-                     std::shared_ptr<const PeerCredentials> credentials)
-    : membership_(membership), self_(std::move(self)), credentials_(std::move(credentials)) {}
+                     std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers)
+    : membership_(membership),
+      self_(std::move(self)),
+      credentials_(std::move(credentials)),
+      numbers_(std::move(numbers)) {}
 
 DrainJobs::~DrainJobs() { Stop(); }
 
@@ -118,10 +121,22 @@ Result<std::string> DrainJobs::Start(const std::string& segment, const std::stri
   }
   if (!known) return InvalidArgument("no live member is node '" + source + "'");
   if (others == 0) return InvalidArgument("no other live manager to drain " + source + " to");
+  {
+    std::lock_guard lock(mu_);
+    if (running_) return Status(Code::kRetry, "drain job " + running_->view.id + " is running");
+  }
+  uint64_t number = 0;
+  if (numbers_) {
+    Result<uint64_t> n = numbers_();  // etcd: not under the lock
+    if (!n.ok()) {
+      return Status(Code::kUnavailable, "no job number could be had: " + n.status().ToString());
+    }
+    number = *n;
+  }
   std::lock_guard lock(mu_);
   if (running_) return Status(Code::kRetry, "drain job " + running_->view.id + " is running");
   if (runner_.joinable()) runner_.join();  // the previous job's thread has ended
-  job->view.id = "job_" + std::to_string(next_id_++);
+  job->view.id = "job_" + std::to_string(numbers_ ? number : next_id_++);
   job->view.state = "running";
   job->view.source = source;
   job->view.segment = segment;

@@ -51,17 +51,22 @@ std::string DrainSummary(const DrainJobView& v);
 
 class DrainJobs {
  public:
+  // Where job numbers come from: unique across the cluster (the manager
+  // passes etcd's counters/drain-jobs), so a job id never names another
+  // coordinator's job; null: a counter of this object's own.
+  using JobNumbers = std::function<Result<uint64_t>()>;
+
   // `membership` (members, coordinator role) is not owned. `self` is this
   // manager's node id.
   DrainJobs(const HaStateProvider* membership, std::string self,
-            std::shared_ptr<const PeerCredentials> credentials);
+            std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers = nullptr);
   ~DrainJobs();
 
   // Starts a job for `segment` ("rank-<R>-dram" / "rank-<R>-ssd") or, when
   // it is empty, every object of `node`. Errors: UNAVAILABLE (this manager is
-  // not the coordinator: the message names it), INVALID_ARGUMENT (neither or
-  // both given, an unknown segment or node, no other live manager to drain
-  // to), RETRY (a job is running).
+  // not the coordinator: the message names it, or no job number could be
+  // had), INVALID_ARGUMENT (neither or both given, an unknown segment or
+  // node, no other live manager to drain to), RETRY (a job is running).
   Result<std::string> Start(const std::string& segment, const std::string& node);
   // NOT_FOUND for an unknown job id.
   Result<DrainJobView> Query(const std::string& id) const;
@@ -82,7 +87,8 @@ class DrainJobs {
   std::deque<std::string> order_;  // job ids, oldest first
   std::shared_ptr<Job> running_;
   std::thread runner_;
-  uint64_t next_id_ = 1;
+  const JobNumbers numbers_;
+  uint64_t next_id_ = 1;  // without numbers_
 };
 
 }  // namespace tierkv

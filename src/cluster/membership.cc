@@ -79,6 +79,25 @@ Membership::Membership(MembershipOptions options, etcd::Client* client, const Cl
 
 Membership::~Membership() { Shutdown(); }
 
+Result<uint64_t> Membership::NextCounterValue(const std::string& name) {
+  const std::string key = Key("counters/" + name);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    Result<etcd::RangeResult> cur = client_->Get(key);
+    if (!cur.ok()) return cur.status();
+    uint64_t last = 0;
+    Compare unchanged = Absent(key);
+    if (!cur->kvs.empty()) {
+      last = ParseNumber(cur->kvs[0].value).value_or(0);
+      unchanged = Compare{key, Compare::kMod, Compare::kEqual, cur->kvs[0].mod_revision, ""};
+    }
+    Result<etcd::TxnResult> r =
+        client_->Txn({unchanged}, {PutOp(key, std::to_string(last + 1))}, {});
+    if (!r.ok()) return r.status();
+    if (r->succeeded) return last + 1;
+  }
+  return Status(Code::kUnavailable, "the counter " + name + " kept moving; try again");
+}
+
 Status Membership::CheckFormat() {
   Json mine = {{"stream_protocol", kStreamProtocol}, {"cluster_uuid", RandomUuid()}};
   Result<etcd::TxnResult> r = client_->Txn(

@@ -94,6 +94,12 @@ class Membership final : public HaStateProvider {
     Leave();
   }
 
+  // The next value (1, 2, ...) of the cluster-wide counter `name`, kept in
+  // etcd at counters/<name>: no two calls on any manager of the cluster ever
+  // get the same value, across restarts too. Errors: UNAVAILABLE (etcd did
+  // not answer, or the counter kept moving under 8 attempts).
+  Result<uint64_t> NextCounterValue(const std::string& name);
+
   // True while registered and within validity (remote admission allowed).
   bool admitting() const;
   uint32_t rank() const { return rank_; }

@@ -170,7 +170,8 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     m->catalog_ = std::make_unique<IndexCatalog>(m->index_.get(), fetcher, cfg.cluster.scope_kind,
                                                  cfg.cluster.scope_namespaces);
     m->server_->SetCatalog(m->catalog_.get());
-    m->drain_ = std::make_unique<DrainJobs>(mem, cfg.node_id, m->peer_credentials_);
+    m->drain_ = std::make_unique<DrainJobs>(mem, cfg.node_id, m->peer_credentials_,
+                                            [mem] { return mem->NextCounterValue("drain-jobs"); });
   } else {
     Result<std::unique_ptr<FileMetadataStore>> meta = FileMetadataStore::Open(cfg.data_dir);
     if (!meta.ok()) return meta.status();
