@@ -21,6 +21,14 @@
 namespace tierkv::testing {
 namespace {
 
+// The manager binary: TIERKV_SERVER_BIN from the environment when set (a
+// sanitizer build of the server under the normal build's tests and soaks),
+// else the one this build made.
+std::string ServerBinary() {
+  const char* env = std::getenv("TIERKV_SERVER_BIN");
+  return env != nullptr && *env != '\0' ? env : TIERKV_SERVER_BIN;
+}
+
 [[noreturn]] void Die(const std::string& msg) {
   std::fprintf(stderr, "ManagerProcess: %s\n", msg.c_str());
   std::abort();
@@ -107,7 +115,7 @@ bool ManagerProcess::Start(std::vector<std::string> extra_args, std::string* why
     }
     return std::string("\x01");  // not given
   };
-  std::vector<std::string> args = {TIERKV_SERVER_BIN};
+  std::vector<std::string> args = {ServerBinary()};
   if (given("--log-level") == "\x01") args.insert(args.end(), {"--log-level", "warn"});
   if (given("--dram-size") == "\x01") args.insert(args.end(), {"--dram-size", "64MiB"});
   if (given("--listen") == "\x01") args.insert(args.end(), {"--listen", "127.0.0.1:0"});
@@ -260,7 +268,7 @@ int RunCommand(const std::vector<std::string>& argv, const std::string& input, s
 }
 
 int RunServerExpectingFailure(const std::vector<std::string>& args, std::string* err) {
-  std::vector<std::string> argv = {TIERKV_SERVER_BIN};
+  std::vector<std::string> argv = {ServerBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   std::string out;
   return RunCommand(argv, "", &out, err);
