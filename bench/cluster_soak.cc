@@ -1,7 +1,8 @@
 // tierkv_cluster_soak: real etcd and several managers with DRAM and SSD
-// tiers, clients on every manager for a bounded time, while one manager at a
-// time is SIGKILLed and restarted on its SSD tier, drained by a drain job, or
-// paused; then checks.
+// tiers, clients on every manager for a bounded time, while in turn one
+// manager is SIGKILLed and restarted on its SSD tier, drained by a drain job,
+// paused, or stopped gracefully (exit 0, member record gone at once) and
+// restarted, or etcd is paused; then checks.
 //
 //   tierkv_cluster_soak [--seconds 120] [--managers 3] [--clients 6] [--max-rss-mib N]
 //                       [--no-chaos]
@@ -11,7 +12,7 @@
 // mutable ones there, and reads, batch reads and looks them up on any manager,
 // so most reads are remote reads through source grants. Every value is derived
 // from its key and version, so every byte read is checked. Failures of a
-// manager while it is killed or restarting are expected; any other error,
+// manager while it is stopped or restarting are expected; any other error,
 // wrong bytes, or a key never put that "exists" fail the run.
 //
 // The chaos stops for the last fifth of the run. At the end, once every view
@@ -116,20 +117,31 @@ bool Listed(Shared& s, const std::string& id) {
   return false;
 }
 
-// SIGKILL, then a restart on the same node id, peer port and SSD directory
-// once the other managers no longer list the old incarnation.
-bool KillAndRestart(Shared& s, int i) {
+// Stops member `i` with `sig` and starts it again on the same node id, peer
+// port and SSD directory once the other managers no longer list the old
+// incarnation. SIGKILL: that takes until its lease expires. SIGTERM: a
+// graceful leave must exit 0 and delete the member record at once, so the
+// restart waits for no lease (the wait is 2 s at most). Both lose what was
+// only in DRAM, so both count as kills.
+bool Restart(Shared& s, int i, int sig) {
   Member& m = *s.members[i];
   ++s.kills;
+  int status = 0;
   {
     std::lock_guard<std::mutex> lock(m.mu);
     m.up = false;
     ++m.epoch;
-    m.proc->Stop(SIGKILL);
+    status = m.proc->Stop(sig);
     m.proc.reset();
   }
-  if (!WaitFor([&] { return !Listed(s, m.id); }, 30000)) {
-    std::fprintf(stderr, "cluster soak: %s is still listed 30 s after its kill\n", m.id.c_str());
+  if (sig == SIGTERM && status != 0) {
+    std::fprintf(stderr, "cluster soak: %s exited %d on SIGTERM\n", m.id.c_str(), status);
+    return false;
+  }
+  const int wait_ms = sig == SIGTERM ? 2000 : 30000;
+  if (!WaitFor([&] { return !Listed(s, m.id); }, wait_ms)) {
+    std::fprintf(stderr, "cluster soak: %s is still listed %d ms after it stopped\n", m.id.c_str(),
+                 wait_ms);
     return false;
   }
   return Start(m);
@@ -179,20 +191,33 @@ std::string Drain(Shared& s, int i) {
 
 struct ChaosLog {
   int kills = 0, restarts_failed = 0, pauses = 0, drains = 0, drains_not_done = 0;
+  int graceful = 0, etcd_pauses = 0;
   std::vector<std::string> drain_lines;
 };
 
-// One disruption every `period` seconds, in turn a kill and restart, a drain
-// and a pause, each of the next member, until `until`.
-void Chaos(Shared& s, double period, double until, ChaosLog* log) {
+// One disruption every `period` seconds, in turn: a kill and restart, a
+// drain, a pause of 1 s, a graceful restart (each of the next member), and a
+// pause of etcd for 2 s (within the registrations' validity of 5 s), until
+// `until`.
+void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until, ChaosLog* log) {
   const int n = static_cast<int>(s.members.size());
   for (int step = 0; NowSeconds() + period < until; ++step) {
     std::this_thread::sleep_for(std::chrono::duration<double>(period));
-    const int target = (step / 3) % n;
-    switch (step % 3) {
+    const int target = (step / 5) % n;
+    switch (step % 5) {
       case 0:
         ++log->kills;
-        if (!KillAndRestart(s, target)) ++log->restarts_failed;
+        if (!Restart(s, target, SIGKILL)) ++log->restarts_failed;
+        break;
+      case 3:
+        ++log->graceful;
+        if (!Restart(s, target, SIGTERM)) ++log->restarts_failed;
+        break;
+      case 4:
+        ++log->etcd_pauses;
+        etcd.Pause(0);
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        etcd.Resume(0);
         break;
       case 1: {
         ++log->drains;
@@ -201,7 +226,7 @@ void Chaos(Shared& s, double period, double until, ChaosLog* log) {
         if (Field(line, "state") != "done") ++log->drains_not_done;
         break;
       }
-      default:
+      case 2:
         ++log->pauses;
         Pause(*s.members[target], 1.0);
         break;
@@ -379,7 +404,7 @@ int Run(const Options& opt) {
   }
   // On this thread: a manager dies with the thread that started it.
   ChaosLog chaos;
-  if (opt.chaos) Chaos(s, opt.seconds / 12, start + opt.seconds * 0.8, &chaos);
+  if (opt.chaos) Chaos(s, etcd, opt.seconds / 16, start + opt.seconds * 0.8, &chaos);
   for (auto& t : clients) t.join();
   stop = true;
   scraper.join();
@@ -419,9 +444,11 @@ int Run(const Options& opt) {
   std::printf("  unexpected %llu, corrupt %llu\n",
               static_cast<unsigned long long>(t.unexpected.load()),
               static_cast<unsigned long long>(t.corrupt.load()));
-  std::printf("  chaos: %d kills (%d restarts failed), %d drains (%d not done), %d pauses\n",
-              chaos.kills, chaos.restarts_failed, chaos.drains, chaos.drains_not_done,
-              chaos.pauses);
+  std::printf(
+      "  chaos: %d kills, %d graceful restarts (%d restarts failed), %d drains (%d not done), "
+      "%d pauses, %d etcd pauses\n",
+      chaos.kills, chaos.graceful, chaos.restarts_failed, chaos.drains, chaos.drains_not_done,
+      chaos.pauses, chaos.etcd_pauses);
   for (const std::string& line : chaos.drain_lines) std::printf("  drain: %s\n", line.c_str());
   std::printf("  survivors checked %llu, lost or wrong %llu; views converged %s; nothing held %s\n",
               static_cast<unsigned long long>(checked), static_cast<unsigned long long>(lost),
