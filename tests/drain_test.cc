@@ -76,8 +76,11 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   }
   // Refusals: not the coordinator, bad input.
   Node& other = coord == &nodes[0] ? nodes[2] : nodes[0];
-  EXPECT_NE(PostText(*other.proc, "/api/v1/drain_jobs", R"({"node":"b"})").find("not it"),
-            std::string::npos);
+  const std::string elsewhere = PostText(*other.proc, "/api/v1/drain_jobs", R"({"node":"b"})");
+  EXPECT_NE(elsewhere.find("not it"), std::string::npos) << elsewhere;
+  // It names where to send it: the coordinator's node id and REST URL.
+  EXPECT_NE(elsewhere.find("node " + coord->id + ", " + coord->proc->rest()), std::string::npos)
+      << elsewhere;
   EXPECT_NE(PostText(*coord->proc, "/api/v1/drain_jobs", R"({"segment":"rank-x-dram"})")
                 .find("rank-<rank>-dram"),
             std::string::npos);

@@ -101,9 +101,18 @@ Result<std::string> DrainJobs::Start(const std::string& segment, const std::stri
   }
   const HaState ha = membership_->Get();
   if (ha.role != "leader") {
+    // Name the coordinator so that the request can be sent there: its node
+    // id and REST URL when it is a live member (the election names its peer
+    // address).
+    std::string coordinator = ha.leader_address;
+    for (const MemberView& m : membership_->Members().members) {
+      if (m.endpoint == ha.leader_address && !m.rest_url.empty()) {
+        coordinator = "node " + m.node_id + ", " + m.rest_url;
+      }
+    }
     return Status(Code::kUnavailable,
                   "drain jobs run on the coordinator; this manager is not it (coordinator: " +
-                      ha.leader_address + ")");
+                      coordinator + ")");
   }
   const ClusterView cv = membership_->Members();
   std::string source = node;
