@@ -301,7 +301,9 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   auto ca = Client::Connect(a.proc->uds());
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(ca.ok() && cb.ok());
-  const std::string v1 = PatternValue("v1", 20000), v2 = PatternValue("v2", 30000);
+  // v1 and v2: the same size, other bytes; v3 another size.
+  const std::string v1 = PatternValue("v1", 20000), v2 = PatternValue("v2", 20000);
+  const std::string v3 = PatternValue("v3", 30000);
   // `to` sees every change of `from` so far.
   auto await = [&](const Node& from, const Node& to) {
     const Json fence = Json::parse(PostText(*from.proc, "/cache/sync", ""), nullptr, false);
@@ -312,15 +314,18 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   };
   ASSERT_TRUE((*cb)->Put("older", v1).ok());
   ASSERT_TRUE((*cb)->Put("same", v2).ok());
+  ASSERT_TRUE((*cb)->Put("resized", v1).ok());
   ASSERT_TRUE((*ca)->Put("newer", v1).ok());
   await(b, a);
   await(a, b);
   // Each fetches a copy of the other's values as they are now...
   ASSERT_TRUE((*ca)->Get("older").ok());
   ASSERT_TRUE((*ca)->Get("same").ok());
+  ASSERT_TRUE((*ca)->Get("resized").ok());
   ASSERT_TRUE((*cb)->Get("newer").ok());
   // ... and then each owner replaces its own.
   ASSERT_TRUE((*cb)->Upsert("older", v2).ok());
+  ASSERT_TRUE((*cb)->Upsert("resized", v3).ok());
   ASSERT_TRUE((*ca)->Upsert("newer", v2).ok());
   await(b, a);
 
@@ -329,9 +334,9 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   ASSERT_FALSE(id.empty());
   const std::string line = AwaitJobEnd(*a.proc, id, 60000);
   EXPECT_EQ(Field(line, "state"), "done") << line;
-  EXPECT_EQ(Field(line, "objects_total"), "3") << line;
+  EXPECT_EQ(Field(line, "objects_total"), "4") << line;
   EXPECT_EQ(Field(line, "objects_moved"), "1") << line;
-  EXPECT_EQ(Field(line, "objects_failed"), "2") << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "3") << line;
   LookupOptions local;
   local.local_only = true;
   auto local_value = [&](std::unique_ptr<Client>& c, const std::string& key) {
@@ -344,6 +349,8 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   // The newest value of each key is still where it was.
   EXPECT_TRUE(local_value(*cb, "older") == v2);
   EXPECT_TRUE(local_value(*ca, "newer") == v2);
+  EXPECT_TRUE(local_value(*cb, "resized") == v3);
+  EXPECT_TRUE(local_value(*ca, "resized") == v1);
   // The copies were not replaced either, and the key with the same bytes moved.
   EXPECT_TRUE(local_value(*ca, "older") == v1);
   EXPECT_TRUE(local_value(*cb, "newer") == v1);

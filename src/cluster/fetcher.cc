@@ -727,6 +727,25 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
 
 Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
                                   const GrantAnswer& ans, size_t ranges) {
+  // The value held here stays pinned while the source's is read, so the two
+  // compared are the ones named; another size differs without a READ (and
+  // bounds what a READ may take to a value this manager holds).
+  Result<PinGrant> pin = store_->Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
+  if (!pin.ok()) {
+    item.status = NotFound("held here, then changed: " + pin.status().ToString());
+    return Status::Ok();
+  }
+  struct Unpin {
+    Store* store;
+    uint64_t id;
+    ~Unpin() { (void)store->Unpin(kCompareSession, id); }
+  } unpin{store_, pin->pin_id};
+  const std::string differs =
+      "this manager holds another value of the key than " + peer.node + "; neither is replaced";
+  if (pin->size != ans.size) {
+    item.status = NotFound(differs);
+    return Status::Ok();
+  }
   std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[ans.size]);
   if (!bytes) {
     item.status = NotFound("held here, and no memory to compare it with " + peer.node + "'s");
@@ -741,16 +760,8 @@ Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint3
     item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
     return st;
   }
-  Result<PinGrant> pin = store_->Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
-  if (!pin.ok()) {
-    item.status = NotFound("held here, then changed: " + pin.status().ToString());
-    return Status::Ok();
-  }
-  const bool same = pin->size == ans.size && std::memcmp(pin->data, bytes.get(), ans.size) == 0;
-  (void)store_->Unpin(kCompareSession, pin->pin_id);
-  item.status = same ? Status::Ok()
-                     : NotFound("this manager holds another value of the key than " + peer.node +
-                                "; neither is replaced");
+  item.status =
+      std::memcmp(pin->data, bytes.get(), ans.size) == 0 ? Status::Ok() : NotFound(differs);
   return Status::Ok();
 }
 
