@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -392,6 +394,100 @@ TEST(Drain, JobIdsStayUniqueWhenTheCoordinatorChanges) {
       Field(PostText(*b.proc, "/api/v1/drain_jobs", R"({"node":"c"})"), "job_id");
   EXPECT_EQ(next, "job_3");
   EXPECT_EQ(Field(AwaitJobEnd(*b.proc, next, 30000), "state"), "done");
+}
+
+// An object with a replica in DRAM and one on SSD is listed twice, one record
+// after the other, and the coordinator moves it once, also where its two
+// records fall in two pages (the coordinator reads and moves one page at a
+// time). 6000 objects on SSD, every other one also back in DRAM: 9000
+// records in 9 pages, with the pairs in hash order, so pairs are split
+// across page boundaries (the test counts them).
+TEST(Drain, AnObjectInDramAndOnSsdIsMovedOnceWhereverItsRecordsFall) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  char tmpl[] = "/tmp/tierkv-drain-ssd-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  struct RemovedAtEnd {
+    std::string path;
+    ~RemovedAtEnd() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } dir{tmpl};
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "128MiB"});
+  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node b = StartNode(etcd.endpoints(), cluster, "b",
+                     {"--ssd-dir", dir.path + "/ssd", "--ssd-size", "256MiB"});
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  constexpr int kObjects = 6000;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kObjects; ++i) keys.push_back("s" + std::to_string(i));
+  Json evict = {{"chunk_hashes", keys}, {"locations", {"ssd"}}};
+  for (int at = 0; at < kObjects; at += 500) {
+    std::vector<std::string> values;
+    std::vector<PutItem> items;
+    for (int i = at; i < at + 500; ++i) values.push_back(PatternValue(keys[i], 1000));
+    for (int i = at; i < at + 500; ++i) {
+      items.push_back({keys[i], values[i - at].data(), values[i - at].size(), ""});
+    }
+    for (const Status& st : (*cb)->BatchPut(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  ASSERT_NE(PostText(*b.proc, "/memory/evict", evict.dump()), "");
+  LookupOptions local;
+  local.local_only = true;
+  auto media_of = [&](int i) {
+    Result<ObjectInfo> q = (*cb)->Query(keys[i], kDefaultTenant, local);
+    return q.ok() ? q->media : 0u;
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < kObjects; i += 97) {
+          if (media_of(i) != MediumBit(Medium::kSsd)) return false;
+        }
+        return ScrapeMetric(*b.proc, "tierkv_ssd_objects") == kObjects;
+      },
+      60000));
+  for (int at = 0; at < kObjects; at += 200) {  // every other one back in DRAM
+    std::vector<std::string_view> half;
+    for (int i = at; i < at + 200; i += 2) half.push_back(keys[i]);
+    for (const auto& got : (*cb)->BatchGet(half)) ASSERT_TRUE(got.ok()) << got.status().ToString();
+  }
+  ASSERT_EQ(media_of(0), MediumBit(Medium::kDram) | MediumBit(Medium::kSsd));
+  // The listing as the coordinator gets it: pairs split across pages.
+  {
+    auto stub =
+        peer::Peer::NewStub(grpc::CreateChannel(b.addr, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    peer::DrainListRequest req;
+    req.set_medium(255);
+    auto reader = stub->DrainList(&ctx, req);
+    size_t records = 0, split = 0;
+    std::string last;
+    for (peer::DrainListResponse page; reader->Read(&page);) {
+      if (page.records_size() > 0 && page.records(0).key() == last) ++split;
+      records += page.records_size();
+      if (page.records_size() > 0) last = page.records(page.records_size() - 1).key();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(records, kObjects + kObjects / 2);
+    std::printf("pairs split across pages: %zu\n", split);
+  }
+  const std::string id =
+      Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"b"})"), "job_id");
+  ASSERT_FALSE(id.empty());
+  const std::string line = AwaitJobEnd(*a.proc, id, 120000);
+  EXPECT_EQ(Field(line, "state"), "done") << line;
+  EXPECT_EQ(Field(line, "objects_total"), std::to_string(kObjects)) << line;
+  EXPECT_EQ(Field(line, "objects_moved"), std::to_string(kObjects)) << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  for (int i = 0; i < kObjects; i += 13) {
+    Result<std::string> v = (*ca)->Get(keys[i]);
+    ASSERT_TRUE(v.ok()) << keys[i] << ": " << v.status().ToString();
+    EXPECT_TRUE(*v == PatternValue(keys[i], 1000)) << keys[i];
+  }
 }
 
 // A node whose listing is larger than one gRPC message may be (4 MiB by

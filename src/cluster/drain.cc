@@ -6,8 +6,10 @@
 #include <charconv>
 #include <chrono>
 #include <map>
-#include <set>
+#include <span>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cluster/peer_limits.h"
 #include "cluster/peer_rpc.h"
@@ -21,14 +23,22 @@ struct DrainJobs::Job {
   DrainJobView view;  // mu_
   std::atomic<bool> cancel{false};
   uint32_t medium = 255;
+  grpc::ClientContext* listing = nullptr;  // mu_; the open listing, for Cancel and Stop
+  // Asks the job to stop; cancels its listing so that a wait for the next
+  // page ends too. mu_ held.
+  void Stop() {
+    cancel = true;
+    if (listing != nullptr) listing->TryCancel();
+  }
 };
 
 namespace {
 
 constexpr size_t kBatch = 64;
 // ... and at most about kPeerMessageBytes of keys.
-// How long the source may take to list what it holds (a stream of pages).
-constexpr int64_t kListDeadlineMs = 60000;
+// The listing stays open while the job moves what it has listed so far; a
+// job of a node that lists longer than this fails (Cancel ends it at once).
+constexpr int64_t kListDeadlineMs = 24ll * 3600 * 1000;
 
 int64_t NowMs() { return RealClock()->NowUnixMillis(); }
 
@@ -51,6 +61,69 @@ bool ParseSegment(std::string_view segment, uint32_t* rank, uint32_t* medium) {
     return false;
   }
   return true;
+}
+
+// Has `target` copy one batch of `tenant`'s objects listed by the source
+// (Peer/Pull names the source, node `source_id`, and each listed
+// generation), then the source drop what reached it (Peer/Drop with the
+// target's fence); `failed` hears of each object not moved, with why.
+// Returns the objects and bytes moved.
+std::pair<uint64_t, uint64_t> MoveBatch(
+    const std::string& source_id, const std::string& tenant,
+    std::span<const peer::InventoryRecord* const> batch, peer::Peer::Stub& source,
+    peer::Peer::Stub& target,
+    const std::function<void(const std::string&, const std::string&)>& failed) {
+  peer::PullRequest pull;
+  pull.set_tenant(tenant);
+  pull.set_source(source_id);
+  for (const peer::InventoryRecord* r : batch) {
+    pull.add_keys(r->key());
+    pull.add_generations(r->generation());
+  }
+  peer::ItemResults pulled;
+  grpc::ClientContext pctx;
+  pctx.set_deadline(PeerDeadline(120000));
+  const grpc::Status ps = target.Pull(&pctx, pull, &pulled);
+  peer::DropRequest drop;
+  drop.set_tenant(tenant);
+  if (ps.ok()) *drop.mutable_fence() = pulled.fence();
+  std::vector<const peer::InventoryRecord*> dropping;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!ps.ok()) {
+      failed(batch[i]->key(), "pull: " + ps.error_message());
+      continue;
+    }
+    if (static_cast<size_t>(pulled.items_size()) != batch.size()) {
+      failed(batch[i]->key(), "pull: a malformed answer");
+      continue;
+    }
+    if (const peer::GrantedItem& r = pulled.items(static_cast<int>(i)); r.code() != 0) {
+      failed(batch[i]->key(), "pull: " + r.message());
+      continue;
+    }
+    peer::GrantItem* g = drop.add_items();
+    g->set_tenant(tenant);
+    g->set_key(batch[i]->key());
+    g->set_generation(batch[i]->generation());
+    dropping.push_back(batch[i]);
+  }
+  uint64_t moved = 0, bytes = 0;
+  if (dropping.empty()) return {moved, bytes};
+  peer::ItemResults dropped;
+  grpc::ClientContext dctx;
+  dctx.set_deadline(PeerDeadline(30000));
+  const grpc::Status ds = source.Drop(&dctx, drop, &dropped);
+  if (!ds.ok()) failed(dropping[0]->key(), "drop: " + ds.error_message());
+  for (size_t j = 0;
+       ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {
+    if (const peer::GrantedItem& r = dropped.items(static_cast<int>(j)); r.code() != 0) {
+      failed(dropping[j]->key(), "drop: " + r.message());
+      continue;
+    }
+    ++moved;
+    bytes += dropping[j]->size();
+  }
+  return {moved, bytes};
 }
 
 }  // namespace
@@ -77,7 +150,7 @@ void DrainJobs::Stop() {
   std::thread t;
   {
     std::lock_guard lock(mu_);
-    if (running_) running_->cancel = true;
+    if (running_) running_->Stop();
     t = std::move(runner_);
   }
   if (t.joinable()) t.join();
@@ -172,7 +245,7 @@ Status DrainJobs::Cancel(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound("no drain job '" + id + "'");
-  it->second->cancel = true;
+  it->second->Stop();
   return Status::Ok();
 }
 
@@ -197,99 +270,70 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     }
   }
   if (!source || targets.empty()) return finish("failed", "the source or every target left");
-  // The listing comes as a stream of pages; each object is kept once (a
-  // whole node lists an object in DRAM and on SSD twice).
-  std::vector<peer::DrainListResponse> pages;
-  std::map<std::string, std::vector<const peer::InventoryRecord*>> by_tenant;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(PeerDeadline(kListDeadlineMs));
-    peer::DrainListRequest req;
-    req.set_medium(job->medium);
-    std::unique_ptr<grpc::ClientReader<peer::DrainListResponse>> reader =
-        source->DrainList(&ctx, req);
-    for (peer::DrainListResponse page; reader->Read(&page);) pages.push_back(std::move(page));
-    const grpc::Status gs = reader->Finish();
-    if (!gs.ok()) return finish("failed", "listing the source: " + gs.error_message());
-    std::set<std::pair<std::string_view, std::string_view>> seen;
-    for (const peer::DrainListResponse& page : pages) {
-      for (const peer::InventoryRecord& r : page.records()) {
-        if (seen.emplace(r.tenant(), r.key()).second) by_tenant[r.tenant()].push_back(&r);
-      }
-    }
-    std::lock_guard lock(mu_);
-    job->view.total = seen.size();
-  }
-  // Batches of one tenant, sent to the targets in turn. Why the first object
-  // that was not moved stayed, for the log.
-  size_t turn = 0;
+  // Why the first object that was not moved stayed, for the log.
   std::string first_failure;
   auto failed = [&](const std::string& key, const std::string& why) {
     if (first_failure.empty()) first_failure = "'" + key.substr(0, 128) + "': " + why;
   };
-  for (const auto& [tenant, recs] : by_tenant) {
-    for (size_t at = 0, end = 0; at < recs.size(); at = end) {
-      if (job->cancel) return finish("cancelled", "");
-      size_t key_bytes = 0;
-      do {
-        key_bytes += recs[end++]->key().size();
-      } while (end < recs.size() && end - at < kBatch && key_bytes < kPeerMessageBytes);
-      peer::PullRequest pull;
-      pull.set_tenant(tenant);
-      pull.set_source(job->view.source);
-      for (size_t i = at; i < end; ++i) {
-        pull.add_keys(recs[i]->key());
-        pull.add_generations(recs[i]->generation());
-      }
-      peer::ItemResults pulled;
-      grpc::ClientContext pctx;
-      pctx.set_deadline(PeerDeadline(120000));
-      const grpc::Status ps = targets[turn++ % targets.size()]->Pull(&pctx, pull, &pulled);
-      peer::DropRequest drop;
-      drop.set_tenant(tenant);
-      if (ps.ok()) *drop.mutable_fence() = pulled.fence();
-      std::vector<const peer::InventoryRecord*> dropping;
-      for (size_t i = at; i < end; ++i) {
-        if (!ps.ok()) {
-          failed(recs[i]->key(), "pull: " + ps.error_message());
-          continue;
-        }
-        if (static_cast<size_t>(pulled.items_size()) != end - at) {
-          failed(recs[i]->key(), "pull: a malformed answer");
-          continue;
-        }
-        if (const peer::GrantedItem& r = pulled.items(static_cast<int>(i - at)); r.code() != 0) {
-          failed(recs[i]->key(), "pull: " + r.message());
-          continue;
-        }
-        peer::GrantItem* g = drop.add_items();
-        g->set_tenant(tenant);
-        g->set_key(recs[i]->key());
-        g->set_generation(recs[i]->generation());
-        dropping.push_back(recs[i]);
-      }
-      uint64_t moved = 0, bytes = 0;
-      if (!dropping.empty()) {
-        peer::ItemResults dropped;
-        grpc::ClientContext dctx;
-        dctx.set_deadline(PeerDeadline(30000));
-        const grpc::Status ds = source->Drop(&dctx, drop, &dropped);
-        if (!ds.ok()) failed(dropping[0]->key(), "drop: " + ds.error_message());
-        for (size_t j = 0;
-             ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {
-          if (const peer::GrantedItem& r = dropped.items(static_cast<int>(j)); r.code() != 0) {
-            failed(dropping[j]->key(), "drop: " + r.message());
-            continue;
-          }
-          ++moved;
-          bytes += dropping[j]->size();
-        }
-      }
-      std::lock_guard lock(mu_);
-      job->view.moved += moved;
-      job->view.bytes += bytes;
-      job->view.failed += (end - at) - moved;
+  // The listing is read a page at a time, and each page's objects are moved
+  // before the next page is read, so the coordinator holds one page (at most
+  // 1024 records), whatever the source holds. A whole node lists an object
+  // in DRAM and on SSD as two records one after the other: the second is
+  // skipped, also across pages.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(PeerDeadline(kListDeadlineMs));
+  {
+    std::lock_guard lock(mu_);
+    job->listing = &ctx;
+    if (job->cancel) ctx.TryCancel();
+  }
+  struct Unlist {
+    DrainJobs* jobs;
+    Job* job;
+    ~Unlist() {
+      std::lock_guard lock(jobs->mu_);
+      job->listing = nullptr;
     }
+  } unlist{this, job.get()};
+  peer::DrainListRequest req;
+  req.set_medium(job->medium);
+  std::unique_ptr<grpc::ClientReader<peer::DrainListResponse>> reader =
+      source->DrainList(&ctx, req);
+  std::string last_tenant, last_key;
+  size_t turn = 0;  // batches go to the targets in turn
+  for (peer::DrainListResponse page; !job->cancel && reader->Read(&page);) {
+    std::map<std::string_view, std::vector<const peer::InventoryRecord*>> by_tenant;
+    uint64_t listed = 0;
+    for (const peer::InventoryRecord& r : page.records()) {
+      if (r.key() == last_key && r.tenant() == last_tenant) continue;
+      last_tenant = r.tenant();
+      last_key = r.key();
+      by_tenant[r.tenant()].push_back(&r);
+      ++listed;
+    }
+    {
+      std::lock_guard lock(mu_);
+      job->view.total += listed;
+    }
+    for (const auto& [tenant, recs] : by_tenant) {
+      for (size_t at = 0, end = 0; at < recs.size() && !job->cancel; at = end) {
+        size_t key_bytes = 0;
+        do {
+          key_bytes += recs[end++]->key().size();
+        } while (end < recs.size() && end - at < kBatch && key_bytes < kPeerMessageBytes);
+        const std::span<const peer::InventoryRecord* const> batch(recs.data() + at, end - at);
+        const auto [moved, bytes] = MoveBatch(job->view.source, std::string(tenant), batch, *source,
+                                              *targets[turn++ % targets.size()], failed);
+        std::lock_guard lock(mu_);
+        job->view.moved += moved;
+        job->view.bytes += bytes;
+        job->view.failed += batch.size() - moved;
+      }
+    }
+  }
+  if (job->cancel) return finish("cancelled", "");
+  if (const grpc::Status gs = reader->Finish(); !gs.ok()) {
+    return finish("failed", "listing the source: " + gs.error_message());
   }
   if (!first_failure.empty()) {
     std::lock_guard lock(mu_);
