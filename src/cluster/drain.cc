@@ -331,7 +331,11 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
       }
     }
   }
-  if (job->cancel) return finish("cancelled", "");
+  if (job->cancel) {
+    ctx.TryCancel();
+    (void)reader->Finish();
+    return finish("cancelled", "");
+  }
   if (const grpc::Status gs = reader->Finish(); !gs.ok()) {
     return finish("failed", "listing the source: " + gs.error_message());
   }
