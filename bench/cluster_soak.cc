@@ -5,7 +5,7 @@
 // restarted, or etcd is paused; then checks.
 //
 //   tierkv_cluster_soak [--seconds 120] [--managers 3] [--clients 6] [--max-rss-mib N]
-//                       [--no-chaos]
+//                       [--peer-tls] [--no-chaos]
 //
 // Each client thread has a home manager. It puts immutable objects there
 // (removing its oldest ones from every manager as it goes), upserts a few
@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -60,7 +61,26 @@ struct Options {
   // The most resident memory a manager may reach: its pool, gRPC and the
   // rest (a sanitizer build needs more: --max-rss-mib).
   uint64_t max_rss = kPoolBytes + (448ull << 20);
+  bool peer_tls = false;  // mutual TLS on peer gRPC and the data channel
 };
+
+// A CA and one certificate it signed for 127.0.0.1, in `dir` (openssl, as
+// docs/cluster.md shows); the managers' --peer-tls-* flags, or none when the
+// commands fail.
+std::vector<std::string> PeerTlsFlags(const std::string& dir) {
+  const std::string ca = dir + "/ca", node = dir + "/node";
+  const std::string commands =
+      "cd " + dir + " && echo subjectAltName=IP:127.0.0.1 > san.ext && " +
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+      "-subj /CN=soak-ca -keyout ca.key -out ca.crt && "
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=node "
+      "-keyout node.key -out node.csr && "
+      "openssl x509 -req -days 1 -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+      "-extfile san.ext -out node.crt";
+  if (std::system(("(" + commands + ") >/dev/null 2>&1").c_str()) != 0) return {};
+  return {"--peer-tls-cert", node + ".crt",   "--peer-tls-key",
+          node + ".key",     "--peer-tls-ca", ca + ".crt"};
+}
 
 std::string RestOf(Member& m) {
   std::lock_guard<std::mutex> lock(m.mu);
@@ -350,6 +370,14 @@ int Run(const Options& opt) {
   if (mkdtemp(tmpl) == nullptr) return 2;
   const std::string dir = tmpl;
   testing::EtcdCluster etcd(1);
+  std::vector<std::string> tls;
+  if (opt.peer_tls) {
+    tls = PeerTlsFlags(dir);
+    if (tls.empty()) {
+      std::fprintf(stderr, "cluster soak: openssl could not make the peer certificates\n");
+      return 2;
+    }
+  }
   Shared s;
   const std::string cluster = "soak-" + std::to_string(getpid());
   for (int i = 0; i < opt.managers; ++i) {
@@ -375,6 +403,7 @@ int Run(const Options& opt) {
                "4MiB",
                "--log-level",
                "warn"};
+    m->args.insert(m->args.end(), tls.begin(), tls.end());
     if (!Start(*m)) return 1;
     s.members.push_back(std::move(m));
   }
@@ -481,12 +510,14 @@ int main(int argc, char** argv) {
       opt.clients = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--max-rss-mib" && i + 1 < argc) {
       opt.max_rss = std::stoull(argv[++i]) << 20;
+    } else if (a == "--peer-tls") {
+      opt.peer_tls = true;
     } else if (a == "--no-chaos") {
       opt.chaos = false;
     } else {
       std::fprintf(stderr,
                    "usage: tierkv_cluster_soak [--seconds S] [--managers N] [--clients N] "
-                   "[--max-rss-mib N] [--no-chaos]\n");
+                   "[--max-rss-mib N] [--peer-tls] [--no-chaos]\n");
       return 2;
     }
   }
