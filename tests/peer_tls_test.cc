@@ -98,6 +98,10 @@ TEST(PeerTls, OnlyPeersWithTheClustersCaGetInventoriesAndBytes) {
   const std::string cluster = UniqueCluster();
   Node a = StartNode(etcd.endpoints(), cluster, "a", pki.Flags("a", "ca"));
   Node b = StartNode(etcd.endpoints(), cluster, "b", pki.Flags("b", "ca"));
+  // The start-up output says the peer plane is on mutual TLS.
+  EXPECT_NE(a.proc->startup_output().find("peer api on " + a.addr + " (mutual TLS)\n"),
+            std::string::npos)
+      << a.proc->startup_output();
   auto ca = Client::Connect(a.proc->uds());
   ASSERT_TRUE(ca.ok());
   const std::string value(300000, 'm');

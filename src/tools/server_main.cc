@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
     std::printf("cluster %s: node %s, rank %u, epoch %llu\n", config->cluster.cluster_name.c_str(),
                 config->node_id.c_str(), mem->rank(),
                 static_cast<unsigned long long>(mem->epoch()));
-    std::printf("peer api on %s\n", config->cluster.addr.c_str());
+    std::printf("peer api on %s%s\n", config->cluster.addr.c_str(),
+                config->cluster.peer_tls_cert.empty() ? "" : " (mutual TLS)");
   }
   std::fflush(stdout);
 
