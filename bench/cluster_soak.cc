@@ -141,8 +141,8 @@ bool Listed(Shared& s, const std::string& id) {
 // port and SSD directory once the other managers no longer list the old
 // incarnation. SIGKILL: that takes until its lease expires. SIGTERM: a
 // graceful leave must exit 0 and delete the member record at once, so the
-// restart waits for no lease (the wait is 2 s at most). Both lose what was
-// only in DRAM, so both count as kills.
+// restart waits for no lease (the wait is 5 s at most, half the TTL). Both
+// lose what was only in DRAM, so both count as kills.
 bool Restart(Shared& s, int i, int sig) {
   Member& m = *s.members[i];
   ++s.kills;
@@ -158,7 +158,7 @@ bool Restart(Shared& s, int i, int sig) {
     std::fprintf(stderr, "cluster soak: %s exited %d on SIGTERM\n", m.id.c_str(), status);
     return false;
   }
-  const int wait_ms = sig == SIGTERM ? 2000 : 30000;
+  const int wait_ms = sig == SIGTERM ? 5000 : 30000;
   if (!WaitFor([&] { return !Listed(s, m.id); }, wait_ms)) {
     std::fprintf(stderr, "cluster soak: %s is still listed %d ms after it stopped\n", m.id.c_str(),
                  wait_ms);
