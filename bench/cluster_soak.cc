@@ -64,8 +64,8 @@ struct Options {
   bool peer_tls = false;  // mutual TLS on peer gRPC and the data channel
 };
 
-// A CA and one certificate it signed for 127.0.0.1, in `dir` (openssl, as
-// docs/cluster.md shows); the managers' --peer-tls-* flags, or none when the
+// A CA and one certificate it signed for 127.0.0.1, made in `dir` with the
+// openssl command; the managers' --peer-tls-* flags, or none when the
 // commands fail.
 std::vector<std::string> PeerTlsFlags(const std::string& dir) {
   const std::string ca = dir + "/ca", node = dir + "/node";
