@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -122,6 +123,33 @@ inline std::string PostText(const ManagerProcess& m, const std::string& path,
   http.set_read_timeout(timeout_s, 0);
   auto res = http.Post(path, body, "application/json");
   return res ? res->body : "";
+}
+
+// A scratch directory (for an SSD tier), removed with everything in it when
+// this goes out of scope.
+struct ScratchDir {
+  ScratchDir() {
+    char tmpl[] = "/tmp/tierkv-cluster-XXXXXX";
+    path = mkdtemp(tmpl) != nullptr ? tmpl : "";
+    EXPECT_FALSE(path.empty());
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string path;
+};
+
+// Starts node "a" and waits until it is the coordinator (so that drain jobs
+// are asked of it), as StartNode.
+inline Node StartCoordinator(const std::string& endpoints, const std::string& cluster,
+                             std::vector<std::string> extra = {}) {
+  Node a = StartNode(endpoints, cluster, "a", std::move(extra));
+  EXPECT_TRUE(testing::WaitFor(
+      [&] { return testing::ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  return a;
 }
 
 // A value that depends on its key and size, so every byte can be checked.

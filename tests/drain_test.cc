@@ -297,8 +297,7 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
 TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  Node a = StartNode(etcd.endpoints(), cluster, "a");
-  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node a = StartCoordinator(etcd.endpoints(), cluster);
   Node b = StartNode(etcd.endpoints(), cluster, "b");
   auto ca = Client::Connect(a.proc->uds());
   auto cb = Client::Connect(b.proc->uds());
@@ -368,8 +367,7 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
 TEST(Drain, JobIdsStayUniqueWhenTheCoordinatorChanges) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  Node a = StartNode(etcd.endpoints(), cluster, "a");
-  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node a = StartCoordinator(etcd.endpoints(), cluster);
   Node b = StartNode(etcd.endpoints(), cluster, "b");
   Node c = StartNode(etcd.endpoints(), cluster, "c");
   auto cc = Client::Connect(c.proc->uds());
@@ -405,17 +403,9 @@ TEST(Drain, JobIdsStayUniqueWhenTheCoordinatorChanges) {
 TEST(Drain, AnObjectInDramAndOnSsdIsMovedOnceWhereverItsRecordsFall) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  char tmpl[] = "/tmp/tierkv-drain-ssd-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  struct RemovedAtEnd {
-    std::string path;
-    ~RemovedAtEnd() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } dir{tmpl};
-  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "128MiB"});
-  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  Node a = StartCoordinator(etcd.endpoints(), cluster, {"--dram-size", "128MiB"});
   Node b = StartNode(etcd.endpoints(), cluster, "b",
                      {"--ssd-dir", dir.path + "/ssd", "--ssd-size", "256MiB"});
   auto cb = Client::Connect(b.proc->uds());
@@ -498,8 +488,7 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
   const std::vector<std::string> flags = {"--dram-size", "256MiB", "--max-key-bytes", "131072"};
-  Node a = StartNode(etcd.endpoints(), cluster, "a", flags);
-  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node a = StartCoordinator(etcd.endpoints(), cluster, flags);
   Node b = StartNode(etcd.endpoints(), cluster, "b", flags);
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
@@ -551,8 +540,7 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
 TEST(Drain, CancelStopsAJobBetweenBatches) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--dram-size", "512MiB"});
-  ASSERT_TRUE(WaitFor([&] { return ScrapeMetric(*a.proc, "tierkv_cluster_coordinator") == 1; }));
+  Node a = StartCoordinator(etcd.endpoints(), cluster, {"--dram-size", "512MiB"});
   Node b = StartNode(etcd.endpoints(), cluster, "b", {"--dram-size", "512MiB"});
   auto ca = Client::Connect(a.proc->uds());
   ASSERT_TRUE(ca.ok());

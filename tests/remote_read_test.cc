@@ -331,15 +331,8 @@ TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
 TEST(RemoteRead, AnSsdOnlyValueIsAuthorizedOffTheDataChannelsEventLoop) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  char tmpl[] = "/tmp/tierkv-remote-ssd-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  struct RemovedAtEnd {
-    std::string path;
-    ~RemovedAtEnd() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } dir{tmpl};
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path.empty());
   Node a = StartNode(etcd.endpoints(), cluster, "a",
                      {"--ssd-dir", dir.path + "/ssd", "--ssd-size", "64MiB"});
   Node b = StartNode(etcd.endpoints(), cluster, "b");
