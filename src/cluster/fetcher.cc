@@ -5,74 +5,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <future>
 #include <memory>
-#include <new>
 #include <optional>
 #include <random>
 #include <thread>
 
+#include "cluster/fetcher_internal.h"
 #include "cluster/peer_rpc.h"
 #include "common/tracer.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
 
-struct RemoteFetcher::Peer {
-  std::string node, uuid, endpoint, data_endpoint;
-  std::unique_ptr<peer::Peer::Stub> stub;
-  std::atomic<uint64_t> inflight_bytes{0};
-  size_t slots = 0;  // grants awaiting release (slots_mu_)
-};
-
-struct RemoteFetcher::Flight {
-  bool done = false;
-  Status status;
-};
-
-struct RemoteFetcher::Item {
-  std::string_view tenant;
-  std::string_view key;
-  RemoteLocation loc;
-  Status status = NotFound("not held by any other manager");
-  bool attempted = false;  // its READ stage ran (ReadOne)
-  bool stale = false;      // the owner refused it: gone, or another value now
-  // Pull: only this owner's value at this generation may be read.
-  std::string_view only_owner;
-  uint64_t only_generation = 0;
-  // Whether the owner granted the value the index named (same size).
-  bool GrantedAsIndexed(const GrantAnswer& ans) const {
-    return ans.status.ok() && ans.size == loc.size;
-  }
-};
-
-struct RemoteFetcher::Segment {
-  std::vector<Item*> items;
-};
-
-struct RemoteFetcher::Authorized {
-  Status call;          // the authorization as a whole
-  uint64_t ticket = 0;  // to release (also when the answer was lost)
-  bool slot = false;    // holds a grant slot
-  std::vector<GrantAnswer> answers;
-  bool first_done = false;  // the first item came with the answer and is stored
-};
+using fetcher_internal::Trace;
 
 namespace {
-
-// Requester-side stages of a remote read, on /metrics/ptracer (listed from
-// the first remote read on).
-struct Traces {
-  Tracepoint* const fetch = Tracer::Global().Get("TP_REMOTE_FETCH");
-  Tracepoint* const authorize = Tracer::Global().Get("TP_REMOTE_AUTHORIZE");
-  Tracepoint* const read = Tracer::Global().Get("TP_REMOTE_READ");
-  Tracepoint* const store = Tracer::Global().Get("TP_REMOTE_STORE");
-};
-const Traces& Trace() {
-  static const Traces traces;
-  return traces;
-}
 
 // A value is read in ranges of at least this many bytes.
 constexpr uint64_t kMinRange = 4ull << 20;
@@ -220,31 +168,6 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
         flights_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return followed[i]->done; });
     out[i] = done ? followed[i]->status : NotFound("a concurrent fetch of this key did not end");
   }
-  trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
-  return out;
-}
-
-std::vector<Status> RemoteFetcher::Pull(std::string_view tenant,
-                                        std::span<const std::string_view> keys,
-                                        std::string_view source,
-                                        std::span<const uint64_t> generations) {
-  TraceScope trace(Trace().fetch);
-  fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
-  std::vector<Item> items(keys.size());
-  std::vector<Item*> todo;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    items[i].tenant = tenant;
-    items[i].key = keys[i];
-    items[i].only_owner = source;
-    items[i].only_generation = i < generations.size() ? generations[i] : 0;
-    todo.push_back(&items[i]);
-  }
-  // Neither leads nor follows a concurrent fetch of the same key: that one
-  // may read another owner's value, and this one must read the source's.
-  RunPlans(todo);
-  std::vector<Status> out;
-  out.reserve(items.size());
-  for (Item& item : items) out.push_back(std::move(item.status));
   trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
   return out;
 }
@@ -722,46 +645,6 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
     return st;
   }
   CommitFetched(item, caller, g->alloc_id, verified);
-  return Status::Ok();
-}
-
-Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                                  const GrantAnswer& ans, size_t ranges) {
-  // The value held here stays pinned while the source's is read, so the two
-  // compared are the ones named; another size differs without a READ (and
-  // bounds what a READ may take to a value this manager holds).
-  Result<PinGrant> pin = store_->Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
-  if (!pin.ok()) {
-    item.status = NotFound("held here, then changed: " + pin.status().ToString());
-    return Status::Ok();
-  }
-  struct Unpin {
-    Store* store;
-    uint64_t id;
-    ~Unpin() { (void)store->Unpin(kCompareSession, id); }
-  } unpin{store_, pin->pin_id};
-  const std::string differs =
-      "this manager holds another value of the key than " + peer.node + "; neither is replaced";
-  if (pin->size != ans.size) {
-    item.status = NotFound(differs);
-    return Status::Ok();
-  }
-  std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[ans.size]);
-  if (!bytes) {
-    item.status = NotFound("held here, and no memory to compare it with " + peer.node + "'s");
-    return Status::Ok();
-  }
-  peer.inflight_bytes.fetch_add(ans.size);
-  std::vector<KnownChecksum> verified;
-  const Status st = ReadRanges(peer, ticket, index, ans, bytes.get(), ranges, &verified);
-  peer.inflight_bytes.fetch_sub(ans.size);
-  if (!st.ok()) {
-    miss_read_.fetch_add(1, std::memory_order_relaxed);
-    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
-    return st;
-  }
-  item.status =
-      std::memcmp(pin->data, bytes.get(), ans.size) == 0 ? Status::Ok() : NotFound(differs);
   return Status::Ok();
 }
 

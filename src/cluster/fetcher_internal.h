@@ -1,0 +1,79 @@
+// The definitions RemoteFetcher's source files share (fetcher.cc: routing,
+// authorization, READs, releases; fetcher_pull.cc: a drain's Pull). Private
+// to src/cluster.
+#ifndef TIERKV_CLUSTER_FETCHER_INTERNAL_H_
+#define TIERKV_CLUSTER_FETCHER_INTERNAL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/fetcher.h"
+#include "common/tracer.h"
+#include "peer.grpc.pb.h"
+
+namespace tierkv {
+
+struct RemoteFetcher::Peer {
+  std::string node, uuid, endpoint, data_endpoint;
+  std::unique_ptr<peer::Peer::Stub> stub;
+  std::atomic<uint64_t> inflight_bytes{0};
+  size_t slots = 0;  // grants awaiting release (slots_mu_)
+};
+
+struct RemoteFetcher::Flight {
+  bool done = false;
+  Status status;
+};
+
+struct RemoteFetcher::Item {
+  std::string_view tenant;
+  std::string_view key;
+  RemoteLocation loc;
+  Status status = NotFound("not held by any other manager");
+  bool attempted = false;  // its READ stage ran (ReadOne)
+  bool stale = false;      // the owner refused it: gone, or another value now
+  // Pull: only this owner's value at this generation may be read.
+  std::string_view only_owner;
+  uint64_t only_generation = 0;
+  // Whether the owner granted the value the index named (same size).
+  bool GrantedAsIndexed(const GrantAnswer& ans) const {
+    return ans.status.ok() && ans.size == loc.size;
+  }
+};
+
+struct RemoteFetcher::Segment {
+  std::vector<Item*> items;
+};
+
+struct RemoteFetcher::Authorized {
+  Status call;          // the authorization as a whole
+  uint64_t ticket = 0;  // to release (also when the answer was lost)
+  bool slot = false;    // holds a grant slot
+  std::vector<GrantAnswer> answers;
+  bool first_done = false;  // the first item came with the answer and is stored
+};
+
+namespace fetcher_internal {
+
+// Requester-side stages of a remote read, on /metrics/ptracer (listed from
+// the first remote read on).
+struct Traces {
+  Tracepoint* const fetch = Tracer::Global().Get("TP_REMOTE_FETCH");
+  Tracepoint* const authorize = Tracer::Global().Get("TP_REMOTE_AUTHORIZE");
+  Tracepoint* const read = Tracer::Global().Get("TP_REMOTE_READ");
+  Tracepoint* const store = Tracer::Global().Get("TP_REMOTE_STORE");
+};
+inline const Traces& Trace() {
+  static const Traces traces;
+  return traces;
+}
+
+}  // namespace fetcher_internal
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLUSTER_FETCHER_INTERNAL_H_
