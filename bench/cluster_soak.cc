@@ -217,8 +217,8 @@ struct ChaosLog {
 
 // One disruption every `period` seconds, in turn: a kill and restart, a
 // drain, a pause of 1 s, a graceful restart (each of the next member), and a
-// pause of etcd for 2 s (within the registrations' validity of 5 s), until
-// `until`.
+// pause of etcd for 2 s (half the 4 s outage a registration of TTL 10 rides
+// out: see KeepAliveScheduleFor), until `until`.
 void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until, ChaosLog* log) {
   const int n = static_cast<int>(s.members.size());
   for (int step = 0; NowSeconds() + period < until; ++step) {
@@ -259,13 +259,15 @@ bool Converge(Shared& s) {
   const int n = static_cast<int>(s.members.size());
   for (auto& m : s.members) {
     const std::string rest = RestOf(*m);
+    Json j;
     if (!WaitFor(
             [&] {
-              Json j = GetJson(rest, "/cache/metadata");
+              j = GetJson(rest, "/cache/metadata");
               return j.is_object() && j["owner_views"]["complete"] == n - 1;
             },
             30000)) {
-      std::fprintf(stderr, "cluster soak: %s's views never completed\n", m->id.c_str());
+      std::fprintf(stderr, "cluster soak: %s's views never completed: owner_views %s\n",
+                   m->id.c_str(), j.is_object() ? j["owner_views"].dump().c_str() : "?");
       return false;
     }
   }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "common/clock.h"
 #include "etcd/lease_keeper.h"
@@ -139,6 +140,40 @@ TEST(LeaseKeeper, RenewsOnOneStreamAndReportsALeaseThatIsGone) {
   ASSERT_TRUE(c->RevokeLease(lease->id).ok());
   EXPECT_TRUE(WaitFor([&] { return lost.load(); }, 5000));
   keeper.Stop();
+}
+
+// Membership counts a registration valid for TTL/2 after the send of the last
+// acknowledged request. Each renewal must come while at least half of that is
+// left (acknowledged sends at most TTL/4 apart), so an etcd outage of a second
+// or two never fences a healthy manager.
+TEST(LeaseKeeper, RenewsWhileMostOfTheValidityIsLeft) {
+  EtcdCluster etcd(1);
+  auto c = Connect(etcd.endpoints());
+  auto lease = c->GrantLease(4);
+  ASSERT_TRUE(lease.ok());
+  std::mutex mu;
+  std::vector<int64_t> sent;
+  etcd::LeaseKeeper keeper(c.get(), RealClock());
+  keeper.Start(lease->id, lease->ttl_secs,
+               {[&](int64_t at, int64_t) {
+                  std::lock_guard<std::mutex> lock(mu);
+                  sent.push_back(at);
+                },
+                [] {}});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return sent.size() >= 6;
+      },
+      15000));
+  keeper.Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  for (size_t i = 1; i < sent.size(); ++i) {
+    EXPECT_LE(sent[i] - sent[i - 1], lease->ttl_secs * 1000000000 / 4) << "renewal " << i;
+  }
+  const auto schedule = etcd::KeepAliveScheduleFor(10);
+  EXPECT_EQ(schedule.tick, std::chrono::milliseconds(1000));
+  EXPECT_EQ(schedule.reply_timeout, std::chrono::milliseconds(1251));
 }
 
 TEST(LeaseKeeper, MovesToAnotherMemberWhenItsMemberHangs) {

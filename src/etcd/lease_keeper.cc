@@ -2,9 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "etcd/channel.h"
 
 namespace tierkv::etcd {
+
+KeepAliveSchedule KeepAliveScheduleFor(int64_t ttl_secs) {
+  const int64_t ttl_ms = std::max<int64_t>(ttl_secs, 1) * 1000;
+  return {std::chrono::milliseconds(ttl_ms / 10),
+          std::chrono::milliseconds(std::min<int64_t>(ttl_ms / 8 + 1, 3000))};
+}
 
 void LeaseKeeper::Start(int64_t lease_id, int64_t ttl_secs, LeaseCallbacks callbacks) {
   lease_id_ = lease_id;
@@ -35,9 +43,7 @@ void LeaseKeeper::Run() {
 }
 
 bool LeaseKeeper::Stream() {
-  const auto tick = std::chrono::milliseconds(ttl_secs_ * 1000 / 3);
-  const auto reply_timeout =
-      std::chrono::milliseconds(std::min<int64_t>(ttl_secs_ * 1000 / 8 + 1, 3000));
+  const auto [tick, reply_timeout] = KeepAliveScheduleFor(ttl_secs_);
   std::shared_ptr<Client::Channel> ch = client_->CurrentChannel();
   grpc::ClientContext ctx;
   if (!AttachStream(mu_, stop_, *client_, context_, &ctx)) return false;

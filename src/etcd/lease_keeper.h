@@ -2,9 +2,10 @@
 //
 // One LeaseKeepAlive stream at a time (with `hasleader` metadata), written by
 // the keeper's thread and read by a reader thread of that stream: a keepalive
-// request every TTL/3, each reply reported with the time its request
-// was sent, so the owner can bound its validity by what etcd really
-// acknowledged (sent_at + TTL/2 in membership). A reply with TTL 0 means the
+// request a tenth of the TTL after the last answer (KeepAliveScheduleFor),
+// each reply reported with the time its request was sent, so the owner can
+// bound its validity by what etcd really acknowledged (sent_at + TTL/2 in
+// membership). A reply with TTL 0 means the
 // lease is gone for good: OnLost is called once and the keeper stops. A stream
 // that fails (member down, blackholed, no leader) is reopened on the next
 // endpoint at the next tick; every failed tick is counted.
@@ -18,6 +19,7 @@
 #define TIERKV_ETCD_LEASE_KEEPER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,6 +30,18 @@
 #include "etcd/etcd_client.h"
 
 namespace tierkv::etcd {
+
+// When the keeper writes: the next request `tick` after the last answer, and a
+// request left unanswered for `reply_timeout` fails the stream. A registration
+// is valid for TTL/2 after an acknowledged request was sent, so renewing every
+// TTL/10 leaves about 2/5 of the TTL (4 s of a 10 s TTL) to ride out an etcd
+// outage before the registration is fenced; renewing every TTL/3, as plain
+// lease holders do, would leave only TTL/6.
+struct KeepAliveSchedule {
+  std::chrono::milliseconds tick;
+  std::chrono::milliseconds reply_timeout;
+};
+KeepAliveSchedule KeepAliveScheduleFor(int64_t ttl_secs);
 
 struct LeaseCallbacks {
   // etcd acknowledged the lease with `ttl_secs` left, for a request sent at
