@@ -361,6 +361,123 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   EXPECT_TRUE(*same == v2);
 }
 
+// Peer/Pull on `target` of `keys` of `source`, at `generations`, with the
+// listing's sequence `listed`, under a caller deadline of `deadline_ms`.
+peer::ItemResults PullOn(const Node& target, const std::string& source,
+                         const std::vector<std::string>& keys,
+                         const std::vector<uint64_t>& generations, uint64_t listed,
+                         int deadline_ms) {
+  auto stub =
+      peer::Peer::NewStub(grpc::CreateChannel(target.addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  peer::PullRequest req;
+  req.set_tenant(std::string(kDefaultTenant));
+  req.set_source(source);
+  for (const std::string& k : keys) req.add_keys(k);
+  for (uint64_t g : generations) req.add_generations(g);
+  req.set_listed_sequence(listed);
+  peer::ItemResults out;
+  const grpc::Status st = stub->Pull(&ctx, req, &out);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(out.items_size(), static_cast<int>(keys.size()));
+  return out;
+}
+
+// A value removed or replaced on the source after it was listed is no longer
+// the source's to move: Pull and Drop answer it as gone (NOT_FOUND), and a
+// job counts it neither as moved nor as failed. A value listed a moment ago
+// is pulled although the target's view may lag: Pull waits for the view to
+// reach the listing. Without that coverage a missing value is not called
+// gone.
+TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartCoordinator(etcd.endpoints(), cluster);
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  auto sequence_of = [](const Node& n) -> uint64_t {
+    const Json fence = Json::parse(PostText(*n.proc, "/cache/sync", ""), nullptr, false);
+    return fence.contains("inventory_fence") ? fence["inventory_fence"].value("sequence", 0ull) : 0;
+  };
+  for (const char* k : {"removed", "replaced", "kept"}) {
+    ASSERT_TRUE((*cb)->Put(k, PatternValue(k, 3000)).ok());
+  }
+  const uint64_t removed = ListedGeneration(b, "removed");
+  const uint64_t replaced = ListedGeneration(b, "replaced");
+  const uint64_t kept = ListedGeneration(b, "kept");
+  ASSERT_TRUE((*cb)->Remove("removed").ok());
+  ASSERT_TRUE((*cb)->Upsert("replaced", PatternValue("replaced2", 3000)).ok());
+
+  // Values put a moment before their Pull, each pulled at once.
+  std::vector<std::string> keys = {"removed", "replaced", "kept"};
+  std::vector<uint64_t> gens = {removed, replaced, kept};
+  for (int i = 0; i < 20; ++i) {
+    keys.push_back("fresh" + std::to_string(i));
+    ASSERT_TRUE((*cb)->Put(keys.back(), PatternValue(keys.back(), 2000)).ok());
+    gens.push_back(ListedGeneration(b, keys.back()));
+  }
+  peer::ItemResults pulled = PullOn(a, "b", keys, gens, sequence_of(b), 30000);
+  ASSERT_EQ(pulled.items_size(), static_cast<int>(keys.size()));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(pulled.items(i).code(), static_cast<uint32_t>(Code::kNotFound)) << keys[i];
+    EXPECT_TRUE(pulled.items(i).gone()) << keys[i] << ": " << pulled.items(i).message();
+  }
+  for (int i = 2; i < pulled.items_size(); ++i) {
+    EXPECT_EQ(pulled.items(i).code(), 0u) << keys[i] << ": " << pulled.items(i).message();
+    EXPECT_FALSE(pulled.items(i).gone()) << keys[i];
+  }
+  // A listing a's view has not reached: the answer comes within the caller's
+  // deadline, and a value a does not show is not called gone.
+  peer::ItemResults ahead = PullOn(a, "b", {"removed"}, {removed}, sequence_of(b) + 1000000, 3000);
+  ASSERT_EQ(ahead.items_size(), 1);
+  EXPECT_NE(ahead.items(0).code(), 0u);
+  EXPECT_FALSE(ahead.items(0).gone()) << ahead.items(0).message();
+
+  // Drop: "replaced" at its listed generation is gone; "kept" is removed.
+  peer::GrantedItem r =
+      DropWithFence(b, "replaced", replaced, "a", pulled.fence().sequence(), 30000);
+  EXPECT_EQ(r.code(), static_cast<uint32_t>(Code::kNotFound)) << r.message();
+  EXPECT_TRUE(r.gone()) << r.message();
+  r = DropWithFence(b, "kept", kept, "a", pulled.fence().sequence(), 30000);
+  EXPECT_EQ(r.code(), 0u) << r.message();
+  EXPECT_FALSE(r.gone());
+
+  // A job while clients remove and replace values on b: whatever it lists and
+  // finds gone leaves its total, so total = moved + failed, and no value
+  // another manager does not hold is counted failed.
+  for (int i = 0; i < 300; ++i) {
+    const std::string k = "j" + std::to_string(i);
+    ASSERT_TRUE((*cb)->Put(k, PatternValue(k, 4000)).ok());
+  }
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    auto c = Client::Connect(b.proc->uds());
+    if (!c.ok()) return;
+    for (int i = 0; !stop; i = (i + 7) % 300) {
+      const std::string k = "j" + std::to_string(i);
+      if (i % 2 == 0) {
+        (void)(*c)->Remove(k);
+      } else {
+        (void)(*c)->Upsert(k, PatternValue(k + "x", 4000));
+      }
+    }
+  });
+  const std::string id =
+      Field(PostText(*a.proc, "/api/v1/drain_jobs", R"({"node":"b"})"), "job_id");
+  ASSERT_FALSE(id.empty());
+  const std::string line = AwaitJobEnd(*a.proc, id, 60000);
+  stop = true;
+  churn.join();
+  EXPECT_EQ(Field(line, "state"), "done") << line;
+  const uint64_t total = std::stoull(Field(line, "objects_total"));
+  EXPECT_EQ(std::stoull(Field(line, "objects_moved")) + std::stoull(Field(line, "objects_failed")),
+            total)
+      << line;
+  EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+}
+
 // Job ids are numbered in etcd: after the coordinator changes, the new one
 // numbers on from the last job of the old one, so a job id never names
 // another coordinator's job.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -67,19 +68,25 @@ bool ParseSegment(std::string_view segment, uint32_t* rank, uint32_t* medium) {
 // (Peer/Pull names the source, node `source_id`, and each listed
 // generation), then the source drop what reached it (Peer/Drop with the
 // target's fence); `failed` hears of each object not moved, with why.
-// Returns the objects and bytes moved.
-std::pair<uint64_t, uint64_t> MoveBatch(
-    const std::string& source_id, const std::string& tenant,
-    std::span<const peer::InventoryRecord* const> batch, peer::Peer::Stub& source,
-    peer::Peer::Stub& target,
-    const std::function<void(const std::string&, const std::string&)>& failed) {
+// Returns the objects and bytes moved, and the objects gone: removed or
+// replaced on the source since they were listed, so no longer its to move.
+struct Moved {
+  uint64_t objects = 0, bytes = 0, gone = 0;
+};
+Moved MoveBatch(const std::string& source_id, const std::string& tenant,
+                std::span<const peer::InventoryRecord* const> batch, peer::Peer::Stub& source,
+                peer::Peer::Stub& target,
+                const std::function<void(const std::string&, const std::string&)>& failed) {
   peer::PullRequest pull;
   pull.set_tenant(tenant);
   pull.set_source(source_id);
+  uint64_t listed_sequence = 0;
   for (const peer::InventoryRecord* r : batch) {
     pull.add_keys(r->key());
     pull.add_generations(r->generation());
+    listed_sequence = std::max(listed_sequence, r->sequence());
   }
+  pull.set_listed_sequence(listed_sequence);
   peer::ItemResults pulled;
   grpc::ClientContext pctx;
   pctx.set_deadline(PeerDeadline(120000));
@@ -88,6 +95,7 @@ std::pair<uint64_t, uint64_t> MoveBatch(
   drop.set_tenant(tenant);
   if (ps.ok()) *drop.mutable_fence() = pulled.fence();
   std::vector<const peer::InventoryRecord*> dropping;
+  Moved out;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!ps.ok()) {
       failed(batch[i]->key(), "pull: " + ps.error_message());
@@ -98,7 +106,11 @@ std::pair<uint64_t, uint64_t> MoveBatch(
       continue;
     }
     if (const peer::GrantedItem& r = pulled.items(static_cast<int>(i)); r.code() != 0) {
-      failed(batch[i]->key(), "pull: " + r.message());
+      if (r.gone()) {
+        ++out.gone;
+      } else {
+        failed(batch[i]->key(), "pull: " + r.message());
+      }
       continue;
     }
     peer::GrantItem* g = drop.add_items();
@@ -107,8 +119,7 @@ std::pair<uint64_t, uint64_t> MoveBatch(
     g->set_generation(batch[i]->generation());
     dropping.push_back(batch[i]);
   }
-  uint64_t moved = 0, bytes = 0;
-  if (dropping.empty()) return {moved, bytes};
+  if (dropping.empty()) return out;
   peer::ItemResults dropped;
   grpc::ClientContext dctx;
   dctx.set_deadline(PeerDeadline(30000));
@@ -117,13 +128,17 @@ std::pair<uint64_t, uint64_t> MoveBatch(
   for (size_t j = 0;
        ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {
     if (const peer::GrantedItem& r = dropped.items(static_cast<int>(j)); r.code() != 0) {
-      failed(dropping[j]->key(), "drop: " + r.message());
+      if (r.gone()) {
+        ++out.gone;  // the copy stays on the target, as any fetched copy
+      } else {
+        failed(dropping[j]->key(), "drop: " + r.message());
+      }
       continue;
     }
-    ++moved;
-    bytes += dropping[j]->size();
+    ++out.objects;
+    out.bytes += dropping[j]->size();
   }
-  return {moved, bytes};
+  return out;
 }
 
 }  // namespace
@@ -270,10 +285,15 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     }
   }
   if (!source || targets.empty()) return finish("failed", "the source or every target left");
-  // Why the first object that was not moved stayed, for the log.
-  std::string first_failure;
+  // Why objects were not moved, for the log: each distinct reason (at most
+  // 8) with its count and the first key it came with.
+  std::map<std::string, std::pair<uint64_t, std::string>> reasons;
   auto failed = [&](const std::string& key, const std::string& why) {
-    if (first_failure.empty()) first_failure = "'" + key.substr(0, 128) + "': " + why;
+    auto it = reasons.find(why);
+    if (it == reasons.end() && reasons.size() < 8) {
+      it = reasons.emplace(why, std::make_pair(0, key.substr(0, 128))).first;
+    }
+    if (it != reasons.end()) ++it->second.first;
   };
   // The listing is read a page at a time, and each page's objects are moved
   // before the next page is read, so the coordinator holds one page (at most
@@ -322,12 +342,13 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
           key_bytes += recs[end++]->key().size();
         } while (end < recs.size() && end - at < kBatch && key_bytes < kPeerMessageBytes);
         const std::span<const peer::InventoryRecord* const> batch(recs.data() + at, end - at);
-        const auto [moved, bytes] = MoveBatch(job->view.source, std::string(tenant), batch, *source,
-                                              *targets[turn++ % targets.size()], failed);
+        const Moved m = MoveBatch(job->view.source, std::string(tenant), batch, *source,
+                                  *targets[turn++ % targets.size()], failed);
         std::lock_guard lock(mu_);
-        job->view.moved += moved;
-        job->view.bytes += bytes;
-        job->view.failed += batch.size() - moved;
+        job->view.total -= m.gone;  // listed, but no longer the source's to move
+        job->view.moved += m.objects;
+        job->view.bytes += m.bytes;
+        job->view.failed += batch.size() - m.objects - m.gone;
       }
     }
   }
@@ -339,10 +360,14 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
   if (const grpc::Status gs = reader->Finish(); !gs.ok()) {
     return finish("failed", "listing the source: " + gs.error_message());
   }
-  if (!first_failure.empty()) {
+  if (!reasons.empty()) {
+    std::string why;
+    for (const auto& [reason, seen] : reasons) {
+      why += "; " + std::to_string(seen.first) + " (the first '" + seen.second + "'): " + reason;
+    }
     std::lock_guard lock(mu_);
-    spdlog::warn("drain job {}: {} of {} objects not moved (they stay on {}); the first: {}",
-                 job->view.id, job->view.failed, job->view.total, job->view.source, first_failure);
+    spdlog::warn("drain job {}: {} of {} objects not moved (they stay on {}){}", job->view.id,
+                 job->view.failed, job->view.total, job->view.source, why);
   }
   finish("done", "");
 }

@@ -121,10 +121,17 @@ class RemoteFetcher {
   // the source's value is read into memory of its own and compared, OK when
   // the bytes are the same, NOT_FOUND ("holds another value") when not.
   // NOT_FOUND too when the index here does not show that value of the
-  // source, or it could not be read or stored. Never reads another owner's
-  // value, and never shares a concurrent Fetch of the key.
-  std::vector<Status> Pull(std::string_view tenant, std::span<const std::string_view> keys,
-                           std::string_view source, std::span<const uint64_t> generations);
+  // source (`not_indexed`), when the source refused it as gone or of another
+  // generation (`refused_by_source`), or when it could not be read or
+  // stored. Never reads another owner's value, and never shares a concurrent
+  // Fetch of the key.
+  struct PullOutcome {
+    Status status;
+    bool not_indexed = false;
+    bool refused_by_source = false;
+  };
+  std::vector<PullOutcome> Pull(std::string_view tenant, std::span<const std::string_view> keys,
+                                std::string_view source, std::span<const uint64_t> generations);
 
   TransferStats Stats() const;
 

@@ -34,8 +34,9 @@ struct RemoteFetcher::Item {
   std::string_view key;
   RemoteLocation loc;
   Status status = NotFound("not held by any other manager");
-  bool attempted = false;  // its READ stage ran (ReadOne)
-  bool stale = false;      // the owner refused it: gone, or another value now
+  bool attempted = false;    // its READ stage ran (ReadOne)
+  bool stale = false;        // the owner refused it: gone, or another value now
+  bool not_indexed = false;  // Pull: the index here does not show the value
   // Pull: only this owner's value at this generation may be read.
   std::string_view only_owner;
   uint64_t only_generation = 0;

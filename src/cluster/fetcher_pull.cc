@@ -12,10 +12,10 @@ namespace tierkv {
 
 using fetcher_internal::Trace;
 
-std::vector<Status> RemoteFetcher::Pull(std::string_view tenant,
-                                        std::span<const std::string_view> keys,
-                                        std::string_view source,
-                                        std::span<const uint64_t> generations) {
+std::vector<RemoteFetcher::PullOutcome> RemoteFetcher::Pull(std::string_view tenant,
+                                                            std::span<const std::string_view> keys,
+                                                            std::string_view source,
+                                                            std::span<const uint64_t> generations) {
   TraceScope trace(Trace().fetch);
   fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
   std::vector<Item> items(keys.size());
@@ -30,10 +30,16 @@ std::vector<Status> RemoteFetcher::Pull(std::string_view tenant,
   // Neither leads nor follows a concurrent fetch of the same key: that one
   // may read another owner's value, and this one must read the source's.
   RunPlans(todo);
-  std::vector<Status> out;
+  std::vector<PullOutcome> out;
   out.reserve(items.size());
-  for (Item& item : items) out.push_back(std::move(item.status));
-  trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
+  bool all = true;
+  for (Item& item : items) {
+    all = all && item.status.ok();
+    // `stale` is set only when the owner (here the source) refused the item
+    // as NOT_FOUND: gone, or another generation.
+    out.push_back({std::move(item.status), item.not_indexed, item.stale});
+  }
+  trace.End(all);
   return out;
 }
 

@@ -27,10 +27,11 @@ grpc::Status Unimplemented() {
 void AddResult(peer::ItemResults* out, const Status& st) { SetItemStatus(out->add_items(), st); }
 
 // How long Drop waits for this manager's view of the target to cover the
-// target's fence (well inside the coordinator's 30 s Drop deadline).
+// target's fence (well inside the coordinator's 30 s Drop deadline), and
+// Pull for its view of the source to reach the listing.
 constexpr int64_t kDropFenceWaitMs = 10000;
-// Drops waiting for a fence at once (each holds a gRPC thread; one drain job
-// sends one Drop at a time).
+// Drops and Pulls waiting for a fence at once (each holds a gRPC thread; one
+// drain job sends one Pull or Drop at a time).
 constexpr int kMaxFenceWaits = 8;
 // The most keys of one Pull or Drop (a drain job sends 64 at most): a peer
 // cannot make this manager fetch or check an unbounded batch in one call.
@@ -120,7 +121,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
                  : grpc::Status(grpc::StatusCode::CANCELLED, "the coordinator went away");
   }
 
-  grpc::Status Pull(grpc::ServerContext*, const peer::PullRequest* req,
+  grpc::Status Pull(grpc::ServerContext* ctx, const peer::PullRequest* req,
                     peer::ItemResults* out) override {
     if (fetcher_ == nullptr) return Unimplemented();
     if (req->keys_size() > kMaxDrainBatch) return TooMany(req->keys_size());
@@ -128,10 +129,16 @@ class PeerService final : public tierkv::peer::Peer::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "a Pull names the source and one generation per key");
     }
+    // Once the view of the source here has reached the listing, a value it
+    // does not show is no longer the source's (removed or replaced since).
+    const bool covered = AwaitListing(*ctx, req->source(), req->listed_sequence());
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
-    for (const Status& st : fetcher_->Pull(req->tenant(), keys, req->source(), generations)) {
-      AddResult(out, st);
+    for (const RemoteFetcher::PullOutcome& o :
+         fetcher_->Pull(req->tenant(), keys, req->source(), generations)) {
+      peer::GrantedItem* item = out->add_items();
+      SetItemStatus(item, o.status);
+      item->set_gone(o.refused_by_source || (o.not_indexed && covered));
     }
     // Taken after the stores: a source that waits for its view of this owner
     // to cover it sees every copy this call made.
@@ -154,7 +161,9 @@ class PeerService final : public tierkv::peer::Peer::Service {
       // Removed only while it is still the value that was moved.
       Result<PinGrant> pin = store_->Pin(kDropPins, ref, g.generation(), 0);
       if (!pin.ok()) {
-        AddResult(out, pin.status());
+        peer::GrantedItem* item = out->add_items();
+        SetItemStatus(item, pin.status());
+        item->set_gone(pin.status().code() == Code::kNotFound);  // removed or replaced
         continue;
       }
       (void)store_->Unpin(kDropPins, pin->pin_id);
@@ -168,8 +177,35 @@ class PeerService final : public tierkv::peer::Peer::Service {
   Store* store_ = nullptr;
   RemoteFetcher* fetcher_ = nullptr;
   const GlobalIndex* index_ = nullptr;
+  bool every_namespace_ = false;
 
  private:
+  // How long the wait of one call for a fence may last: at most `cap`, and
+  // over well before the caller's own deadline.
+  static std::chrono::milliseconds WaitWithin(const grpc::ServerContext& ctx,
+                                              std::chrono::milliseconds cap) {
+    const auto caller_left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 ctx.deadline() - std::chrono::system_clock::now()) -
+                             std::chrono::milliseconds(500);
+    return std::clamp(caller_left, std::chrono::milliseconds(0), cap);
+  }
+
+  // Pull: waits until this manager's view of `source` has reached
+  // `sequence` (the listing's). True when it has; false when it has not in
+  // time, when no Pull or Drop wait is free, or when there is nothing to wait
+  // for (sequence 0).
+  bool AwaitListing(const grpc::ServerContext& ctx, const std::string& source,
+                    uint64_t sequence) const {
+    if (sequence == 0 || index_ == nullptr || !every_namespace_) return false;
+    const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
+    if (!slot) return false;
+    const std::optional<uint64_t> have =
+        index_->AwaitWatermark(source, sequence,
+                               std::chrono::steady_clock::now() +
+                                   WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
+    return have && *have >= sequence;
+  }
+
   // A drained value is removed only once this manager's own view of the
   // target shows the copy, so a get here never finds it in neither place.
   Status AwaitFence(const grpc::ServerContext& ctx, const peer::InventoryFence& fence) const {
@@ -189,14 +225,10 @@ class PeerService final : public tierkv::peer::Peer::Service {
                                             "); the copies are kept, retry later");
     }
     // Bounded, and answered before the caller's own deadline.
-    const auto now_sys = std::chrono::system_clock::now();
-    auto wait = std::chrono::milliseconds(kDropFenceWaitMs);
-    const auto caller_left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - now_sys) -
-        std::chrono::milliseconds(500);
-    wait = std::clamp(caller_left, std::chrono::milliseconds(0), wait);
-    const std::optional<uint64_t> have = index_->AwaitWatermark(
-        fence.owner(), fence.sequence(), std::chrono::steady_clock::now() + wait);
+    const std::optional<uint64_t> have =
+        index_->AwaitWatermark(fence.owner(), fence.sequence(),
+                               std::chrono::steady_clock::now() +
+                                   WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
     Status st = FenceOutcome(fence.owner(), have, fence.sequence());
     if (st.ok()) return st;
     return Status(st.code(), st.message() + "; the copies are kept");
@@ -220,8 +252,9 @@ PeerServer::~PeerServer() { Stop(0); }
 
 void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
 void PeerServer::SetGrants(GrantTable* grants) { impl_->service.grants_ = grants; }
-void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher,
-                                     const GlobalIndex* index) {
+void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher, const GlobalIndex* index,
+                                     bool every_namespace) {
+  impl_->service.every_namespace_ = every_namespace;
   impl_->service.store_ = store;
   impl_->service.fetcher_ = fetcher;
   impl_->service.index_ = index;

@@ -49,8 +49,12 @@ class PeerServer {
   // Drain jobs' participant side (before Start): DrainList and Drop on
   // `store`, Pull through `fetcher` (answering `store`'s fence); Drop first
   // waits (bounded) until `index`'s view of the pulling target covers that
-  // fence.
-  void SetDrainParticipant(Store* store, RemoteFetcher* fetcher, const GlobalIndex* index);
+  // fence, and Pull until its view of the source covers the listing.
+  // `every_namespace`: this manager's metadata scope is every namespace, so
+  // a value its covered view of the source does not show is gone from the
+  // source (with a narrower scope it may only be out of scope).
+  void SetDrainParticipant(Store* store, RemoteFetcher* fetcher, const GlobalIndex* index,
+                           bool every_namespace);
   // `credentials` null: plaintext; else mutual TLS (a client must present a
   // certificate the CA signed). Errors: UNAVAILABLE naming the address when it
   // cannot be bound.

@@ -206,7 +206,8 @@ Status Manager::Start() {
     });
     peer_server_->SetInventory(inventory_.get());
     peer_server_->SetGrants(grants_.get());
-    peer_server_->SetDrainParticipant(store_.get(), fetcher_.get(), index_.get());
+    peer_server_->SetDrainParticipant(store_.get(), fetcher_.get(), index_.get(),
+                                      config_.cluster.scope_kind == "all");
     membership_->set_rest_url(rest_->url());
     Status st = StartDataChannel();
     if (st.ok()) st = peer_server_->Start(config_.cluster.addr, peer_credentials_.get());
