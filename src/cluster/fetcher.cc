@@ -623,9 +623,19 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
   Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
+  if (!g.ok() && g.status().code() == Code::kDuplicated && !item.only_owner.empty()) {
+    bool not_held = false;
+    const Status st = CompareHeld(peer, item, ticket, index, ans, ranges, &not_held);
+    if (!not_held) return st;
+    // Removed here between the two: the source's value is stored after all.
+    g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
+  }
   if (!g.ok()) {
     if (g.status().code() == Code::kDuplicated) {
-      if (!item.only_owner.empty()) return CompareHeld(peer, item, ticket, index, ans, ranges);
+      if (!item.only_owner.empty()) {
+        item.status = NotFound("held here, and replaced here while it was pulled");
+        return Status::Ok();
+      }
       item.status = Status::Ok();  // stored here meanwhile
       return Status::Ok();
     }

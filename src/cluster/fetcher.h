@@ -186,9 +186,10 @@ class RemoteFetcher {
                     uint8_t* dest, size_t ranges, std::vector<KnownChecksum>* verified);
   // Pull of a key held here: READs the granted item into memory of its own
   // and sets the item's status by comparing it with the value held here (OK
-  // when the bytes are the same); the READ's error, else OK.
+  // when the bytes are the same); the READ's error, else OK. When the key is
+  // no longer held here, sets *not_held, reads nothing and leaves the status.
   Status CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                     const GrantAnswer& answer, size_t ranges);
+                     const GrantAnswer& answer, size_t ranges, bool* not_held);
   // Commits a fetched value's allocation (with the checksums its READs were
   // verified against) and sets the item's status and the counters.
   void CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,

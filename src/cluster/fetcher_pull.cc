@@ -44,13 +44,17 @@ std::vector<RemoteFetcher::PullOutcome> RemoteFetcher::Pull(std::string_view ten
 }
 
 Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                                  const GrantAnswer& ans, size_t ranges) {
+                                  const GrantAnswer& ans, size_t ranges, bool* not_held) {
   // The value held here stays pinned while the source's is read, so the two
   // compared are the ones named; another size differs without a READ (and
   // bounds what a READ may take to a value this manager holds).
   Result<PinGrant> pin = store_->Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
+  if (pin.status().code() == Code::kNotFound) {
+    *not_held = true;
+    return Status::Ok();
+  }
   if (!pin.ok()) {
-    item.status = NotFound("held here, then changed: " + pin.status().ToString());
+    item.status = NotFound("held here, and not readable to compare: " + pin.status().ToString());
     return Status::Ok();
   }
   struct Unpin {
