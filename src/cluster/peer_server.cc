@@ -193,10 +193,14 @@ class PeerService final : public tierkv::peer::Peer::Service {
   // Pull: waits until this manager's view of `source` has reached
   // `sequence` (the listing's). True when it has; false when it has not in
   // time, when no Pull or Drop wait is free, or when there is nothing to wait
-  // for (sequence 0).
+  // for (sequence 0). Only a complete view is waited for: one that lags
+  // catches up within a delta batch, while one that is missing (a stream
+  // being reset, a view refused by the index budget) may stay missing, and
+  // each batch of a drain would wait in vain.
   bool AwaitListing(const grpc::ServerContext& ctx, const std::string& source,
                     uint64_t sequence) const {
     if (sequence == 0 || index_ == nullptr || !every_namespace_) return false;
+    if (index_->Watermark(source) == 0) return false;
     const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
     if (!slot) return false;
     const std::optional<uint64_t> have =
