@@ -435,6 +435,17 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
   EXPECT_NE(ahead.items(0).code(), 0u);
   EXPECT_FALSE(ahead.items(0).gone()) << ahead.items(0).message();
 
+  // A target whose scope is one namespace cannot tell a value gone from one
+  // out of its scope: it never calls a value gone.
+  Node c = StartNode(etcd.endpoints(), cluster, "c",
+                     {"--metadata-namespace", "tierkv:v1:" + std::string(64, '1')});
+  ASSERT_TRUE(
+      WaitFor([&] { return GetJson(*c.proc, "/cache/metadata")["coverage"] == "complete"; }));
+  peer::ItemResults scoped = PullOn(c, "b", {"removed"}, {removed}, sequence_of(b), 30000);
+  ASSERT_EQ(scoped.items_size(), 1);
+  EXPECT_EQ(scoped.items(0).code(), static_cast<uint32_t>(Code::kNotFound));
+  EXPECT_FALSE(scoped.items(0).gone()) << scoped.items(0).message();
+
   // Drop: "replaced" at its listed generation is gone; "kept" is removed.
   peer::GrantedItem r =
       DropWithFence(b, "replaced", replaced, "a", pulled.fence().sequence(), 30000);

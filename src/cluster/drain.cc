@@ -67,15 +67,18 @@ bool ParseSegment(std::string_view segment, uint32_t* rank, uint32_t* medium) {
 // Has `target` copy one batch of `tenant`'s objects listed by the source
 // (Peer/Pull names the source, node `source_id`, and each listed
 // generation), then the source drop what reached it (Peer/Drop with the
-// target's fence); `failed` hears of each object not moved, with why.
-// Returns the objects and bytes moved, and the objects gone: removed or
-// replaced on the source since they were listed, so no longer its to move.
+// target's fence). `not_pulled` gets each object the target did not copy,
+// with why (another target may); `failed` hears of each object copied but
+// not dropped, with why. Returns the objects and bytes moved, and the
+// objects gone: removed or replaced on the source since they were listed,
+// so no longer its to move.
 struct Moved {
   uint64_t objects = 0, bytes = 0, gone = 0;
 };
+using NotPulled = std::vector<std::pair<const peer::InventoryRecord*, std::string>>;
 Moved MoveBatch(const std::string& source_id, const std::string& tenant,
                 std::span<const peer::InventoryRecord* const> batch, peer::Peer::Stub& source,
-                peer::Peer::Stub& target,
+                peer::Peer::Stub& target, NotPulled* not_pulled,
                 const std::function<void(const std::string&, const std::string&)>& failed) {
   peer::PullRequest pull;
   pull.set_tenant(tenant);
@@ -98,18 +101,18 @@ Moved MoveBatch(const std::string& source_id, const std::string& tenant,
   Moved out;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!ps.ok()) {
-      failed(batch[i]->key(), "pull: " + ps.error_message());
+      not_pulled->emplace_back(batch[i], ps.error_message());
       continue;
     }
     if (static_cast<size_t>(pulled.items_size()) != batch.size()) {
-      failed(batch[i]->key(), "pull: a malformed answer");
+      not_pulled->emplace_back(batch[i], "a malformed answer");
       continue;
     }
     if (const peer::GrantedItem& r = pulled.items(static_cast<int>(i)); r.code() != 0) {
       if (r.gone()) {
         ++out.gone;
       } else {
-        failed(batch[i]->key(), "pull: " + r.message());
+        not_pulled->emplace_back(batch[i], r.message());
       }
       continue;
     }
@@ -341,14 +344,28 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
         do {
           key_bytes += recs[end++]->key().size();
         } while (end < recs.size() && end - at < kBatch && key_bytes < kPeerMessageBytes);
-        const std::span<const peer::InventoryRecord* const> batch(recs.data() + at, end - at);
-        const Moved m = MoveBatch(job->view.source, std::string(tenant), batch, *source,
-                                  *targets[turn++ % targets.size()], failed);
+        // What one target does not copy (out of its scope, another value of
+        // the key there, no room, the target gone) is asked of the next, once
+        // of each target.
+        std::vector<const peer::InventoryRecord*> todo(recs.begin() + at, recs.begin() + end);
+        NotPulled not_pulled;
+        Moved m;
+        for (size_t tried = 0; !todo.empty() && tried < targets.size(); ++tried) {
+          not_pulled.clear();
+          const Moved one = MoveBatch(job->view.source, std::string(tenant), todo, *source,
+                                      *targets[turn++ % targets.size()], &not_pulled, failed);
+          m.objects += one.objects;
+          m.bytes += one.bytes;
+          m.gone += one.gone;
+          todo.clear();
+          for (const auto& [r, why] : not_pulled) todo.push_back(r);
+        }
+        for (const auto& [r, why] : not_pulled) failed(r->key(), "pull: " + why);
         std::lock_guard lock(mu_);
         job->view.total -= m.gone;  // listed, but no longer the source's to move
         job->view.moved += m.objects;
         job->view.bytes += m.bytes;
-        job->view.failed += batch.size() - m.objects - m.gone;
+        job->view.failed += (end - at) - m.objects - m.gone;
       }
     }
   }

@@ -184,7 +184,7 @@ void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
       std::shared_ptr<Peer> p = it == found.locations.end() ? nullptr : PeerOf(it->owner);
       if (!p || p->uuid != it->owner_uuid || p->data_endpoint.empty()) {
         miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
-        item->not_indexed = true;
+        item->not_indexed = it == found.locations.end();  // not a peer-table lag
         item->status = NotFound("the index here does not show " + std::string(item->only_owner) +
                                 "'s value at generation " + std::to_string(item->only_generation));
         continue;

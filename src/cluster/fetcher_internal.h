@@ -36,7 +36,7 @@ struct RemoteFetcher::Item {
   Status status = NotFound("not held by any other manager");
   bool attempted = false;    // its READ stage ran (ReadOne)
   bool stale = false;        // the owner refused it: gone, or another value now
-  bool not_indexed = false;  // Pull: the index here does not show the value
+  bool not_indexed = false;  // Pull: no index entry here of that owner's value
   // Pull: only this owner's value at this generation may be read.
   std::string_view only_owner;
   uint64_t only_generation = 0;

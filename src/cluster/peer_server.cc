@@ -130,8 +130,10 @@ class PeerService final : public tierkv::peer::Peer::Service {
                           "a Pull names the source and one generation per key");
     }
     // Once the view of the source here has reached the listing, a value it
-    // does not show is no longer the source's (removed or replaced since).
-    const bool covered = AwaitListing(*ctx, req->source(), req->listed_sequence());
+    // does not show is no longer the source's (removed or replaced since),
+    // when the view holds every namespace.
+    const bool covered =
+        AwaitListing(*ctx, req->source(), req->listed_sequence()) && every_namespace_;
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
     for (const RemoteFetcher::PullOutcome& o :
@@ -199,7 +201,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   // each batch of a drain would wait in vain.
   bool AwaitListing(const grpc::ServerContext& ctx, const std::string& source,
                     uint64_t sequence) const {
-    if (sequence == 0 || index_ == nullptr || !every_namespace_) return false;
+    if (sequence == 0 || index_ == nullptr) return false;
     if (index_->Watermark(source) == 0) return false;
     const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
     if (!slot) return false;
