@@ -1,8 +1,9 @@
 // tierkv_cluster_soak: real etcd and several managers with DRAM and SSD
 // tiers, clients on every manager for a bounded time, while in turn one
-// manager is SIGKILLed and restarted on its SSD tier, drained by a drain job,
-// paused, or stopped gracefully (exit 0, member record gone at once) and
-// restarted, or etcd is paused; then checks.
+// manager is SIGKILLed and restarted on its SSD tier, drained by a drain job
+// (the whole node, its SSD segment, its DRAM segment, in turn), paused, or
+// stopped gracefully (exit 0, member record gone at once) and restarted, or
+// etcd is paused; then checks.
 //
 //   tierkv_cluster_soak [--seconds 120] [--managers 3] [--clients 6] [--max-rss-mib N]
 //                       [--peer-tls] [--no-chaos]
@@ -185,16 +186,25 @@ std::string Field(const std::string& line, const std::string& name) {
   return line.substr(from, line.find_first_of(" \n", from) - from);
 }
 
-// A drain job of member `i` on the coordinator; its final summary line ("" if
+// A drain job of member `i` on the coordinator: the whole node (`what` 0),
+// its SSD segment (1) or its DRAM segment (2); its final summary line ("" if
 // it could not be started or did not end in 120 s).
-std::string Drain(Shared& s, int i) {
+std::string Drain(Shared& s, int i, int what) {
   std::string coordinator;
   for (auto& m : s.members) {
     if (m->up && Metric(*m, "tierkv_cluster_coordinator") == 1) coordinator = RestOf(*m);
   }
   if (coordinator.empty()) return "";
-  const std::string started =
-      Post(coordinator, "/api/v1/drain_jobs", Json{{"node", s.members[i]->id}}.dump());
+  Json body = {{"node", s.members[i]->id}};
+  if (what != 0) {
+    for (const Json& m : GetJson(coordinator, "/cluster/members").value("members", Json::array())) {
+      if (m.value("node_id", "") != s.members[i]->id) continue;
+      const std::string segment =
+          "rank-" + std::to_string(m.value("rank", 0u)) + (what == 1 ? "-ssd" : "-dram");
+      body = {{"segment", segment}};
+    }
+  }
+  const std::string started = Post(coordinator, "/api/v1/drain_jobs", body.dump());
   const std::string job = Field(started, "job_id");
   if (job.empty()) return "not started: " + started;
   std::string line;
@@ -216,9 +226,10 @@ struct ChaosLog {
 };
 
 // One disruption every `period` seconds, in turn: a kill and restart, a
-// drain, a pause of 1 s, a graceful restart (each of the next member), and a
-// pause of etcd for 2 s (half the 4 s outage a registration of TTL 10 rides
-// out: see KeepAliveScheduleFor), until `until`.
+// drain (of the node, its SSD segment, its DRAM segment, in turn), a pause
+// of 1 s, a graceful restart (each of the next member), and a pause of etcd
+// for 2 s (half the 4 s outage a registration of TTL 10 rides out: see
+// KeepAliveScheduleFor), until `until`.
 void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until, ChaosLog* log) {
   const int n = static_cast<int>(s.members.size());
   for (int step = 0; NowSeconds() + period < until; ++step) {
@@ -241,7 +252,7 @@ void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until, C
         break;
       case 1: {
         ++log->drains;
-        const std::string line = Drain(s, target);
+        const std::string line = Drain(s, target, (log->drains - 1) % 3);
         log->drain_lines.push_back(line);
         // Done, and every object it still counts either moved or failed.
         auto count = [&](const char* f) {
