@@ -149,7 +149,7 @@ TEST(LeaseKeeper, RenewsOnOneStreamAndReportsALeaseThatIsGone) {
 TEST(LeaseKeeper, RenewsWhileMostOfTheValidityIsLeft) {
   EtcdCluster etcd(1);
   auto c = Connect(etcd.endpoints());
-  auto lease = c->GrantLease(4);
+  auto lease = c->GrantLease(8);
   ASSERT_TRUE(lease.ok());
   std::mutex mu;
   std::vector<int64_t> sent;
@@ -163,9 +163,9 @@ TEST(LeaseKeeper, RenewsWhileMostOfTheValidityIsLeft) {
   ASSERT_TRUE(WaitFor(
       [&] {
         std::lock_guard<std::mutex> lock(mu);
-        return sent.size() >= 6;
+        return sent.size() >= 5;
       },
-      15000));
+      20000));
   keeper.Stop();
   std::lock_guard<std::mutex> lock(mu);
   for (size_t i = 1; i < sent.size(); ++i) {
