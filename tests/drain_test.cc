@@ -361,9 +361,10 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   EXPECT_TRUE(*same == v2);
 }
 
-// Peer/Pull on `target` of `keys` of `source`, at `generations`, with the
-// listing's sequence `listed`, under a caller deadline of `deadline_ms`.
-peer::ItemResults PullOn(const Node& target, const std::string& source,
+// Peer/Pull on `target` of `keys` of `source` (runtime `uuid`), at
+// `generations`, with the listing's sequence `listed`, under a caller
+// deadline of `deadline_ms`.
+peer::ItemResults PullOn(const Node& target, const std::string& source, const std::string& uuid,
                          const std::vector<std::string>& keys,
                          const std::vector<uint64_t>& generations, uint64_t listed,
                          int deadline_ms) {
@@ -374,6 +375,7 @@ peer::ItemResults PullOn(const Node& target, const std::string& source,
   peer::PullRequest req;
   req.set_tenant(std::string(kDefaultTenant));
   req.set_source(source);
+  req.set_source_uuid(uuid);
   for (const std::string& k : keys) req.add_keys(k);
   for (uint64_t g : generations) req.add_generations(g);
   req.set_listed_sequence(listed);
@@ -404,6 +406,14 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
   for (const char* k : {"removed", "replaced", "kept"}) {
     ASSERT_TRUE((*cb)->Put(k, PatternValue(k, 3000)).ok());
   }
+  std::string uuid_b;  // as the coordinator's member list has it
+  ASSERT_TRUE(WaitFor([&] {
+    const Json members = GetJson(*a.proc, "/cluster/members");
+    for (const Json& m : members.value("members", Json::array())) {
+      if (m.value("node_id", "") == "b") uuid_b = m.value("runtime_uuid", "");
+    }
+    return !uuid_b.empty();
+  })) << GetJson(*a.proc, "/cluster/members").dump();
   const uint64_t removed = ListedGeneration(b, "removed");
   const uint64_t replaced = ListedGeneration(b, "replaced");
   const uint64_t kept = ListedGeneration(b, "kept");
@@ -418,7 +428,7 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
     ASSERT_TRUE((*cb)->Put(keys.back(), PatternValue(keys.back(), 2000)).ok());
     gens.push_back(ListedGeneration(b, keys.back()));
   }
-  peer::ItemResults pulled = PullOn(a, "b", keys, gens, sequence_of(b), 30000);
+  peer::ItemResults pulled = PullOn(a, "b", uuid_b, keys, gens, sequence_of(b), 30000);
   ASSERT_EQ(pulled.items_size(), static_cast<int>(keys.size()));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(pulled.items(i).code(), static_cast<uint32_t>(Code::kNotFound)) << keys[i];
@@ -428,9 +438,16 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
     EXPECT_EQ(pulled.items(i).code(), 0u) << keys[i] << ": " << pulled.items(i).message();
     EXPECT_FALSE(pulled.items(i).gone()) << keys[i];
   }
+  // A listing of another incarnation of b: a's view of this one cannot tell.
+  peer::ItemResults other =
+      PullOn(a, "b", "another-runtime", {"removed"}, {removed}, sequence_of(b), 30000);
+  ASSERT_EQ(other.items_size(), 1);
+  EXPECT_EQ(other.items(0).code(), static_cast<uint32_t>(Code::kNotFound));
+  EXPECT_FALSE(other.items(0).gone()) << other.items(0).message();
   // A listing a's view has not reached: the answer comes within the caller's
   // deadline, and a value a does not show is not called gone.
-  peer::ItemResults ahead = PullOn(a, "b", {"removed"}, {removed}, sequence_of(b) + 1000000, 3000);
+  peer::ItemResults ahead =
+      PullOn(a, "b", uuid_b, {"removed"}, {removed}, sequence_of(b) + 1000000, 3000);
   ASSERT_EQ(ahead.items_size(), 1);
   EXPECT_NE(ahead.items(0).code(), 0u);
   EXPECT_FALSE(ahead.items(0).gone()) << ahead.items(0).message();
@@ -441,7 +458,7 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
                      {"--metadata-namespace", "tierkv:v1:" + std::string(64, '1')});
   ASSERT_TRUE(
       WaitFor([&] { return GetJson(*c.proc, "/cache/metadata")["coverage"] == "complete"; }));
-  peer::ItemResults scoped = PullOn(c, "b", {"removed"}, {removed}, sequence_of(b), 30000);
+  peer::ItemResults scoped = PullOn(c, "b", uuid_b, {"removed"}, {removed}, sequence_of(b), 30000);
   ASSERT_EQ(scoped.items_size(), 1);
   EXPECT_EQ(scoped.items(0).code(), static_cast<uint32_t>(Code::kNotFound));
   EXPECT_FALSE(scoped.items(0).gone()) << scoped.items(0).message();

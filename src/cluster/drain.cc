@@ -65,9 +65,9 @@ bool ParseSegment(std::string_view segment, uint32_t* rank, uint32_t* medium) {
 }
 
 // Has `target` copy one batch of `tenant`'s objects listed by the source
-// (Peer/Pull names the source, node `source_id`, and each listed
-// generation), then the source drop what reached it (Peer/Drop with the
-// target's fence). `not_pulled` gets each object the target did not copy,
+// (Peer/Pull names the source, node `source_id` of runtime `source_uuid`,
+// and each listed generation), then the source drop what reached it
+// (Peer/Drop with the target's fence). `not_pulled` gets each object the target did not copy,
 // with why (another target may); `failed` hears of each object copied but
 // not dropped, with why. Returns the objects and bytes moved, and the
 // objects gone: removed or replaced on the source since they were listed,
@@ -76,13 +76,14 @@ struct Moved {
   uint64_t objects = 0, bytes = 0, gone = 0;
 };
 using NotPulled = std::vector<std::pair<const peer::InventoryRecord*, std::string>>;
-Moved MoveBatch(const std::string& source_id, const std::string& tenant,
-                std::span<const peer::InventoryRecord* const> batch, peer::Peer::Stub& source,
-                peer::Peer::Stub& target, NotPulled* not_pulled,
+Moved MoveBatch(const std::string& source_id, const std::string& source_uuid,
+                const std::string& tenant, std::span<const peer::InventoryRecord* const> batch,
+                peer::Peer::Stub& source, peer::Peer::Stub& target, NotPulled* not_pulled,
                 const std::function<void(const std::string&, const std::string&)>& failed) {
   peer::PullRequest pull;
   pull.set_tenant(tenant);
   pull.set_source(source_id);
+  pull.set_source_uuid(source_uuid);
   uint64_t listed_sequence = 0;
   for (const peer::InventoryRecord* r : batch) {
     pull.add_keys(r->key());
@@ -278,11 +279,13 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
   };
   const ClusterView cv = membership_->Members();
   std::unique_ptr<peer::Peer::Stub> source;
+  std::string source_uuid;
   std::vector<std::unique_ptr<peer::Peer::Stub>> targets;
   for (const MemberView& m : cv.members) {
     auto stub = peer::Peer::NewStub(PeerChannel(m.endpoint, credentials_.get()));
     if (m.node_id == job->view.source) {
       source = std::move(stub);
+      source_uuid = m.runtime_uuid;
     } else {
       targets.push_back(std::move(stub));
     }
@@ -352,8 +355,9 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
         Moved m;
         for (size_t tried = 0; !todo.empty() && tried < targets.size(); ++tried) {
           not_pulled.clear();
-          const Moved one = MoveBatch(job->view.source, std::string(tenant), todo, *source,
-                                      *targets[turn++ % targets.size()], &not_pulled, failed);
+          const Moved one =
+              MoveBatch(job->view.source, source_uuid, std::string(tenant), todo, *source,
+                        *targets[turn++ % targets.size()], &not_pulled, failed);
           m.objects += one.objects;
           m.bytes += one.bytes;
           m.gone += one.gone;

@@ -235,6 +235,12 @@ uint64_t GlobalIndex::Watermark(const std::string& owner) const {
   return WatermarkOf(owner).value_or(0);
 }
 
+std::string GlobalIndex::ViewUuid(const std::string& owner) const {
+  std::shared_lock lock(mu_);
+  auto it = owners_.find(owner);
+  return it != owners_.end() && it->second.complete ? it->second.uuid : std::string();
+}
+
 std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner) const {
   std::shared_lock lock(mu_);
   auto it = owners_.find(owner);

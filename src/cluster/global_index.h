@@ -158,6 +158,9 @@ class GlobalIndex {
   IndexStats Stats() const;
   // The watermark of `owner`'s complete view (0 when none).
   uint64_t Watermark(const std::string& owner) const;
+  // The runtime UUID of the incarnation `owner`'s complete view is of (""
+  // when there is no complete view).
+  std::string ViewUuid(const std::string& owner) const;
   // Waits until `owner`'s complete view reaches `sequence` (an inventory
   // fence) or `deadline` passes, without polling: installs, deltas and
   // membership changes wake the waiters. Returns the watermark last seen

@@ -131,9 +131,10 @@ class PeerService final : public tierkv::peer::Peer::Service {
     }
     // Once the view of the source here has reached the listing, a value it
     // does not show is no longer the source's (removed or replaced since),
-    // when the view holds every namespace.
-    const bool covered =
-        AwaitListing(*ctx, req->source(), req->listed_sequence()) && every_namespace_;
+    // when the view holds every namespace and is of the listed incarnation.
+    const bool covered = AwaitListing(*ctx, req->source(), req->listed_sequence()) &&
+                         every_namespace_ && !req->source_uuid().empty() &&
+                         index_->ViewUuid(req->source()) == req->source_uuid();
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
     for (const RemoteFetcher::PullOutcome& o :
