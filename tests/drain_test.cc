@@ -504,6 +504,15 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
             total)
       << line;
   EXPECT_EQ(Field(line, "objects_failed"), "0") << line;
+  // The coordinator's metrics count the job and its objects as its summary.
+  auto metric = [&](const std::string& series) { return ScrapeMetric(*a.proc, series); };
+  EXPECT_EQ(metric("tierkv_drain_jobs_running"), 0);
+  EXPECT_EQ(metric("tierkv_drain_jobs_total{state=\"done\"}"), 1);
+  EXPECT_EQ(metric("tierkv_drain_jobs_total{state=\"failed\"}"), 0);
+  EXPECT_EQ(metric("tierkv_drain_objects_total{outcome=\"moved\"}"),
+            std::stoll(Field(line, "objects_moved")));
+  EXPECT_EQ(metric("tierkv_drain_objects_total{outcome=\"failed\"}"), 0);
+  EXPECT_EQ(metric("tierkv_drain_bytes_moved_total"), std::stoll(Field(line, "bytes_moved")));
 }
 
 // Job ids are numbered in etcd: after the coordinator changes, the new one
@@ -717,6 +726,10 @@ TEST(Drain, CancelStopsAJobBetweenBatches) {
   }
   EXPECT_EQ(on_a, 640u - moved);
   EXPECT_GE(on_b, moved);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_drain_jobs_total{state=\"cancelled\"}"), 1);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_drain_jobs_total{state=\"done\"}"), 0);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_drain_objects_total{outcome=\"moved\"}"),
+            static_cast<int64_t>(moved));
 }
 
 }  // namespace

@@ -260,6 +260,13 @@ Result<DrainJobView> DrainJobs::Query(const std::string& id) const {
   return it->second->view;
 }
 
+DrainStats DrainJobs::Stats() const {
+  std::lock_guard lock(mu_);
+  DrainStats s = stats_;
+  s.running = running_ != nullptr;
+  return s;
+}
+
 Status DrainJobs::Cancel(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
@@ -275,6 +282,9 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     job->view.error = error;
     job->view.finished_unix_ms = NowMs();
     running_.reset();
+    ++(state == "done"        ? stats_.jobs_done
+       : state == "cancelled" ? stats_.jobs_cancelled
+                              : stats_.jobs_failed);
     if (!error.empty()) spdlog::warn("drain job {} {}: {}", job->view.id, state, error);
   };
   const ClusterView cv = membership_->Members();
@@ -370,6 +380,10 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
         job->view.moved += m.objects;
         job->view.bytes += m.bytes;
         job->view.failed += (end - at) - m.objects - m.gone;
+        stats_.objects_moved += m.objects;
+        stats_.objects_failed += (end - at) - m.objects - m.gone;
+        stats_.objects_gone += m.gone;
+        stats_.bytes_moved += m.bytes;
       }
     }
   }

@@ -74,6 +74,9 @@ class DrainJobs {
   Status Cancel(const std::string& id);
   // Stops the running job and joins it (shutdown).
   void Stop();
+  // Jobs and objects of this manager's jobs so far (a running job's objects
+  // count as they are moved).
+  DrainStats Stats() const;
 
  private:
   struct Job;
@@ -89,6 +92,7 @@ class DrainJobs {
   std::thread runner_;
   const JobNumbers numbers_;
   uint64_t next_id_ = 1;  // without numbers_
+  DrainStats stats_;      // mu_ (running: from running_)
 };
 
 }  // namespace tierkv

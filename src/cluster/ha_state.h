@@ -159,6 +159,14 @@ struct TransferStats {
   uint64_t data_decided_at_once = 0, data_decided_on_pool = 0;  // AUTHORIZEs, where decided
 };
 
+// Drain jobs this manager ran as the coordinator since it started, for
+// /metrics.
+struct DrainStats {
+  bool running = false;
+  uint64_t jobs_done = 0, jobs_cancelled = 0, jobs_failed = 0;
+  uint64_t objects_moved = 0, objects_failed = 0, objects_gone = 0, bytes_moved = 0;
+};
+
 class TransferStatsProvider {
  public:
   virtual ~TransferStatsProvider() = default;

@@ -225,6 +225,14 @@ constexpr Family kTrShared{"tierkv_remote_shared_fetches_total", "counter",
                            "Fetches that waited for a concurrent fetch of the same key"};
 constexpr Family kTrAwaiting{"tierkv_remote_grants_awaiting_release", "gauge",
                              "This manager's grants on owners not yet released"};
+constexpr Family kDrRunning{"tierkv_drain_jobs_running", "gauge",
+                            "Drain jobs this coordinator runs now (0 or 1)"};
+constexpr Family kDrJobs{"tierkv_drain_jobs_total", "counter",
+                         "Drain jobs this coordinator ran to an end, by final state"};
+constexpr Family kDrObjects{"tierkv_drain_objects_total", "counter",
+                            "Objects of this coordinator's drain jobs, by outcome"};
+constexpr Family kDrBytes{"tierkv_drain_bytes_moved_total", "counter",
+                          "Bytes of the objects this coordinator's drain jobs moved"};
 constexpr Family kGrLive{"tierkv_grants_live", "gauge", "Source grants this owner holds now"};
 constexpr Family kGrReserved{"tierkv_grants_reserved_bytes", "gauge",
                              "Bytes pinned for peers' grants, charged to --transfer-budget"};
@@ -392,6 +400,19 @@ void RenderClients(const MetricsSnapshot& s, Writer& w) {
     for (const auto& c : s.clients) w.Sample(f->name, RankLabel(c.rank), 0);
   }
   for (const Family& f : kUbsPerDisk) w.Head(f);
+}
+
+void RenderDrain(Writer& w, const DrainStats& d) {
+  w.One(kDrRunning, d.running ? 1 : 0);
+  w.Head(kDrJobs);
+  w.Sample(kDrJobs.name, Label("state", "done"), d.jobs_done);
+  w.Sample(kDrJobs.name, Label("state", "cancelled"), d.jobs_cancelled);
+  w.Sample(kDrJobs.name, Label("state", "failed"), d.jobs_failed);
+  w.Head(kDrObjects);
+  w.Sample(kDrObjects.name, Label("outcome", "moved"), d.objects_moved);
+  w.Sample(kDrObjects.name, Label("outcome", "failed"), d.objects_failed);
+  w.Sample(kDrObjects.name, Label("outcome", "gone"), d.objects_gone);
+  w.One(kDrBytes, d.bytes_moved);
 }
 
 void RenderTransfer(Writer& w, const TransferStats& t) {
@@ -597,6 +618,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kInvRefused, v.refused_out);
     w.One(kInvFailures, v.stream_failures);
     RenderTransfer(w, s.transfer);
+    RenderDrain(w, s.drain);
   }
   return w.Take();
 }

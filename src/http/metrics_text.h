@@ -60,6 +60,7 @@ struct MetricsSnapshot {
   ClusterStats cluster;
   CoverageView coverage;   // cluster mode
   TransferStats transfer;  // cluster mode
+  DrainStats drain;        // cluster mode
 };
 
 // text/plain; version=0.0.4

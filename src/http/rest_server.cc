@@ -244,6 +244,7 @@ MetricsSnapshot RestServer::Snapshot() const {
     s.cluster = deps_.ha->Stats();
     s.coverage = deps_.cluster_index->Coverage();
     if (deps_.transfer != nullptr) s.transfer = deps_.transfer->Transfer();
+    if (deps_.drain != nullptr) s.drain = deps_.drain->Stats();
   }
   return s;
 }
