@@ -163,7 +163,7 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
 // deadline of `deadline_ms`; the item's result.
 peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t generation,
                                 const std::string& fence_owner, uint64_t fence_sequence,
-                                int deadline_ms) {
+                                int deadline_ms, const std::string& fence_uuid = "") {
   auto stub = peer::Peer::NewStub(grpc::CreateChannel(b.addr, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
@@ -175,6 +175,7 @@ peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t 
   item->set_generation(generation);
   req.mutable_fence()->set_owner(fence_owner);
   req.mutable_fence()->set_sequence(fence_sequence);
+  req.mutable_fence()->set_owner_uuid(fence_uuid);
   peer::ItemResults out;
   const grpc::Status st = stub->Drop(&ctx, req, &out);
   EXPECT_TRUE(st.ok()) << st.error_message();
@@ -197,6 +198,20 @@ uint64_t ListedGeneration(const Node& b, const std::string& key) {
   }
   EXPECT_TRUE(reader->Finish().ok());
   return generation;
+}
+
+// The runtime UUID of member `node` as `from`'s member list has it ("" when
+// it is not listed within the wait).
+std::string RuntimeUuid(const Node& from, const std::string& node) {
+  std::string uuid;
+  WaitFor([&] {
+    const Json members = GetJson(*from.proc, "/cluster/members");
+    for (const Json& m : members.value("members", Json::array())) {
+      if (m.value("node_id", "") == node) uuid = m.value("runtime_uuid", "");
+    }
+    return !uuid.empty();
+  });
+  return uuid;
 }
 
 TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
@@ -273,8 +288,16 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
   r = DropWithFence(b, "f1", gen, "zz", 1, 30000);
   EXPECT_NE(r.message().find("not a live member"), std::string::npos) << r.message();
   EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
-  // A fence that is covered: removed.
-  r = DropWithFence(b, "f1", gen, "a", seq, 30000);
+  // A covered fence of another incarnation of a (a restarted owner numbers
+  // its changes anew): refused, kept.
+  const std::string uuid_a = RuntimeUuid(b, "a");
+  ASSERT_FALSE(uuid_a.empty());
+  r = DropWithFence(b, "f1", gen, "a", seq, 30000, "an-earlier-runtime");
+  EXPECT_NE(r.message().find("is no longer runtime an-earlier-runtime"), std::string::npos)
+      << r.message();
+  EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
+  // A fence that is covered, of a's runtime: removed.
+  r = DropWithFence(b, "f1", gen, "a", seq, 30000, uuid_a);
   EXPECT_EQ(r.code(), 0u) << r.message();
   EXPECT_FALSE((*cb)->Exist("f1", kDefaultTenant, local).ok());
   // Over REST, the same fence owners: covered, unknown.
@@ -406,14 +429,8 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
   for (const char* k : {"removed", "replaced", "kept"}) {
     ASSERT_TRUE((*cb)->Put(k, PatternValue(k, 3000)).ok());
   }
-  std::string uuid_b;  // as the coordinator's member list has it
-  ASSERT_TRUE(WaitFor([&] {
-    const Json members = GetJson(*a.proc, "/cluster/members");
-    for (const Json& m : members.value("members", Json::array())) {
-      if (m.value("node_id", "") == "b") uuid_b = m.value("runtime_uuid", "");
-    }
-    return !uuid_b.empty();
-  })) << GetJson(*a.proc, "/cluster/members").dump();
+  const std::string uuid_b = RuntimeUuid(a, "b");
+  ASSERT_FALSE(uuid_b.empty());
   const uint64_t removed = ListedGeneration(b, "removed");
   const uint64_t replaced = ListedGeneration(b, "replaced");
   const uint64_t kept = ListedGeneration(b, "kept");
@@ -430,6 +447,8 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
   }
   peer::ItemResults pulled = PullOn(a, "b", uuid_b, keys, gens, sequence_of(b), 30000);
   ASSERT_EQ(pulled.items_size(), static_cast<int>(keys.size()));
+  EXPECT_EQ(pulled.fence().owner(), "a");
+  EXPECT_EQ(pulled.fence().owner_uuid(), RuntimeUuid(b, "a"));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(pulled.items(i).code(), static_cast<uint32_t>(Code::kNotFound)) << keys[i];
     EXPECT_TRUE(pulled.items(i).gone()) << keys[i] << ": " << pulled.items(i).message();

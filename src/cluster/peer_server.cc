@@ -145,7 +145,9 @@ class PeerService final : public tierkv::peer::Peer::Service {
     }
     // Taken after the stores: a source that waits for its view of this owner
     // to cover it sees every copy this call made.
-    out->mutable_fence()->set_owner(identity_().node_id);
+    const PeerIdentity self = identity_();
+    out->mutable_fence()->set_owner(self.node_id);
+    out->mutable_fence()->set_owner_uuid(self.runtime_uuid);
     out->mutable_fence()->set_sequence(store_->feed().last_sequence());
     return grpc::Status::OK;
   }
@@ -237,6 +239,13 @@ class PeerService final : public tierkv::peer::Peer::Service {
                                std::chrono::steady_clock::now() +
                                    WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
     Status st = FenceOutcome(fence.owner(), have, fence.sequence());
+    // Looked at after the wait: a view that covered the fence but is now of
+    // another incarnation proves nothing about the copies the fence names.
+    if (st.ok() && !fence.owner_uuid().empty() &&
+        index_->ViewUuid(fence.owner()) != fence.owner_uuid()) {
+      st = Status(Code::kUnavailable, fence.owner() + " is no longer runtime " +
+                                          fence.owner_uuid() + ", which made the copies");
+    }
     if (st.ok()) return st;
     return Status(st.code(), st.message() + "; the copies are kept");
   }
