@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
+#include <utility>
 
 namespace tierkv {
 namespace {
@@ -318,6 +320,14 @@ class Writer {
     Head(f);
     Sample(f.name, "", v);
   }
+  // A family with one label: one sample per (label value, sample value).
+  void ByLabel(const Family& f, const char* key,
+               std::initializer_list<std::pair<const char*, uint64_t>> samples) {
+    Head(f);
+    for (const auto& [value, v] : samples) {
+      Sample(f.name, std::string(key) + "=\"" + value + "\"", v);
+    }
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -404,36 +414,29 @@ void RenderClients(const MetricsSnapshot& s, Writer& w) {
 
 void RenderDrain(Writer& w, const DrainStats& d) {
   w.One(kDrRunning, d.running ? 1 : 0);
-  w.Head(kDrJobs);
-  w.Sample(kDrJobs.name, Label("state", "done"), d.jobs_done);
-  w.Sample(kDrJobs.name, Label("state", "cancelled"), d.jobs_cancelled);
-  w.Sample(kDrJobs.name, Label("state", "failed"), d.jobs_failed);
-  w.Head(kDrObjects);
-  w.Sample(kDrObjects.name, Label("outcome", "moved"), d.objects_moved);
-  w.Sample(kDrObjects.name, Label("outcome", "failed"), d.objects_failed);
-  w.Sample(kDrObjects.name, Label("outcome", "gone"), d.objects_gone);
+  w.ByLabel(kDrJobs, "state",
+            {{"done", d.jobs_done}, {"cancelled", d.jobs_cancelled}, {"failed", d.jobs_failed}});
+  w.ByLabel(kDrObjects, "outcome",
+            {{"moved", d.objects_moved}, {"failed", d.objects_failed}, {"gone", d.objects_gone}});
   w.One(kDrBytes, d.bytes_moved);
 }
 
 void RenderTransfer(Writer& w, const TransferStats& t) {
   w.One(kTrFetched, t.objects);
   w.One(kTrFetchedBytes, t.bytes);
-  w.Head(kTrMisses);
-  w.Sample(kTrMisses.name, Label("reason", "not_indexed"), t.miss_not_indexed);
-  w.Sample(kTrMisses.name, Label("reason", "refused"), t.miss_refused);
-  w.Sample(kTrMisses.name, Label("reason", "budget"), t.miss_budget);
-  w.Sample(kTrMisses.name, Label("reason", "read_failed"), t.miss_read);
-  w.Sample(kTrMisses.name, Label("reason", "local_space"), t.miss_local_space);
-  w.Sample(kTrMisses.name, Label("reason", "grant_slots"), t.miss_slots);
-  w.Head(kTrAuth);
-  w.Sample(kTrAuth.name, Label("result", "answered"), t.authorizations - t.authorize_failures);
-  w.Sample(kTrAuth.name, Label("result", "no_answer"), t.authorize_failures);
-  w.Head(kTrReleases);
-  w.Sample(kTrReleases.name, Label("result", "ok"), t.releases);
-  w.Sample(kTrReleases.name, Label("result", "failed"), t.release_failures);
-  w.Head(kTrLookahead);
-  w.Sample(kTrLookahead.name, Label("kind", "discarded"), t.lookahead_discarded);
-  w.Sample(kTrLookahead.name, Label("kind", "retried"), t.lookahead_retries);
+  w.ByLabel(kTrMisses, "reason",
+            {{"not_indexed", t.miss_not_indexed},
+             {"refused", t.miss_refused},
+             {"budget", t.miss_budget},
+             {"read_failed", t.miss_read},
+             {"local_space", t.miss_local_space},
+             {"grant_slots", t.miss_slots}});
+  w.ByLabel(
+      kTrAuth, "result",
+      {{"answered", t.authorizations - t.authorize_failures}, {"no_answer", t.authorize_failures}});
+  w.ByLabel(kTrReleases, "result", {{"ok", t.releases}, {"failed", t.release_failures}});
+  w.ByLabel(kTrLookahead, "kind",
+            {{"discarded", t.lookahead_discarded}, {"retried", t.lookahead_retries}});
   w.One(kTrStale, t.stale_retries);
   w.One(kTrEarly, t.early_reads);
   w.One(kTrShared, t.shared_flights);
@@ -442,31 +445,23 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.One(kGrReserved, t.reserved_bytes);
   w.One(kGrBudget, t.budget_bytes);
   w.One(kGrGiven, t.grants_given);
-  w.Head(kGrCallsRefused);
-  w.Sample(kGrCallsRefused.name, Label("reason", "sessions"), t.refused_sessions);
-  w.Sample(kGrCallsRefused.name, Label("reason", "other"), t.refused_other);
-  w.Head(kGrItems);
-  w.Sample(kGrItems.name, Label("result", "granted"), t.items_granted);
-  w.Sample(kGrItems.name, Label("result", "stale"), t.refused_stale);
-  w.Sample(kGrItems.name, Label("result", "budget"), t.refused_budget);
-  w.Head(kGrEnded);
-  w.Sample(kGrEnded.name, Label("cause", "released"), t.released);
-  w.Sample(kGrEnded.name, Label("cause", "expired"), t.expired);
-  w.Sample(kGrEnded.name, Label("cause", "requester_left"), t.departed);
+  w.ByLabel(kGrCallsRefused, "reason",
+            {{"sessions", t.refused_sessions}, {"other", t.refused_other}});
+  w.ByLabel(
+      kGrItems, "result",
+      {{"granted", t.items_granted}, {"stale", t.refused_stale}, {"budget", t.refused_budget}});
+  w.ByLabel(kGrEnded, "cause",
+            {{"released", t.released}, {"expired", t.expired}, {"requester_left", t.departed}});
   w.One(kGrWaits, t.budget_waits);
   w.One(kDcConns, t.data_connections);
-  w.Head(kDcConnsTotal);
-  w.Sample(kDcConnsTotal.name, Label("result", "accepted"), t.data_connections_total);
-  w.Sample(kDcConnsTotal.name, Label("result", "refused"), t.data_refused);
-  w.Sample(kDcConnsTotal.name, Label("result", "shed"), t.data_shed);
-  w.Head(kDcReads);
-  w.Sample(kDcReads.name, Label("result", "sent"), t.data_reads);
-  w.Sample(kDcReads.name, Label("result", "refused"), t.data_refusals);
+  w.ByLabel(
+      kDcConnsTotal, "result",
+      {{"accepted", t.data_connections_total}, {"refused", t.data_refused}, {"shed", t.data_shed}});
+  w.ByLabel(kDcReads, "result", {{"sent", t.data_reads}, {"refused", t.data_refusals}});
   w.One(kDcBytes, t.data_bytes_out);
   w.One(kDcReused, t.data_checksums_reused);
-  w.Head(kDcDecided);
-  w.Sample(kDcDecided.name, Label("where", "event_loop"), t.data_decided_at_once);
-  w.Sample(kDcDecided.name, Label("where", "pool"), t.data_decided_on_pool);
+  w.ByLabel(kDcDecided, "where",
+            {{"event_loop", t.data_decided_at_once}, {"pool", t.data_decided_on_pool}});
 }
 
 }  // namespace
@@ -582,35 +577,29 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kClCoordinator, c.coordinator);
     w.One(kClCoordChanges, c.coordinator_changes);
     w.One(kClRenewFailures, c.lease_renew_failures);
-    w.Head(kClEtcdErrors);
-    w.Sample(kClEtcdErrors.name, Label("kind", "unavailable"), c.etcd_unavailable);
-    w.Sample(kClEtcdErrors.name, Label("kind", "timeout"), c.etcd_timeouts);
-    w.Sample(kClEtcdErrors.name, Label("kind", "refused"), c.etcd_refused);
+    w.ByLabel(kClEtcdErrors, "kind",
+              {{"unavailable", c.etcd_unavailable},
+               {"timeout", c.etcd_timeouts},
+               {"refused", c.etcd_refused}});
     w.One(kClEtcdFailovers, c.etcd_failovers);
-    w.Head(kClWatch);
-    w.Sample(kClWatch.name, Label("kind", "reconnect"), c.watch_reconnects);
-    w.Sample(kClWatch.name, Label("kind", "compacted"), c.watch_compactions);
-    w.Sample(kClWatch.name, Label("kind", "resync"), c.watch_resyncs);
+    w.ByLabel(kClWatch, "kind",
+              {{"reconnect", c.watch_reconnects},
+               {"compacted", c.watch_compactions},
+               {"resync", c.watch_resyncs}});
     const CoverageView& v = s.coverage;
-    w.Head(kIxViews);
-    w.Sample(kIxViews.name, Label("state", "complete"), v.complete);
-    w.Sample(kIxViews.name, Label("state", "staging"), v.staging);
-    w.Sample(kIxViews.name, Label("state", "partial"), v.partial);
-    w.Sample(kIxViews.name, Label("state", "missing"), v.missing);
+    w.ByLabel(kIxViews, "state",
+              {{"complete", v.complete},
+               {"staging", v.staging},
+               {"partial", v.partial},
+               {"missing", v.missing}});
     w.One(kIxEntries, v.entries);
     w.One(kIxBytes, v.index_bytes);
     w.One(kIxBudget, v.index_budget);
     w.One(kIxInstalls, v.installs);
     w.One(kIxResets, v.resets);
-    w.Head(kIxRefused);
-    w.Sample(kIxRefused.name, Label("reason", "budget"), v.refused_budget);
-    w.Sample(kIxRefused.name, Label("reason", "invalid"), v.rejected_views);
-    w.Head(kInvFrames);
-    w.Sample(kInvFrames.name, Label("direction", "in"), v.frames_in);
-    w.Sample(kInvFrames.name, Label("direction", "out"), v.frames_out);
-    w.Head(kInvBytes);
-    w.Sample(kInvBytes.name, Label("direction", "in"), v.bytes_in);
-    w.Sample(kInvBytes.name, Label("direction", "out"), v.bytes_out);
+    w.ByLabel(kIxRefused, "reason", {{"budget", v.refused_budget}, {"invalid", v.rejected_views}});
+    w.ByLabel(kInvFrames, "direction", {{"in", v.frames_in}, {"out", v.frames_out}});
+    w.ByLabel(kInvBytes, "direction", {{"in", v.bytes_in}, {"out", v.bytes_out}});
     w.One(kInvOwnerStreams, v.streams_out);
     w.One(kInvSnapshots, v.snapshots_out);
     w.One(kInvResetsSent, v.resets_out);
