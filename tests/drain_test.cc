@@ -44,6 +44,18 @@ std::string AwaitJobEnd(const ManagerProcess& coord, const std::string& id, int 
   return line;
 }
 
+// One etcd member, the coordinator "a" and a manager "b", both started with
+// `flags`; destroyed in reverse (the managers before etcd).
+struct CoordinatorAndB {
+  explicit CoordinatorAndB(const std::vector<std::string>& flags = {})
+      : a(StartCoordinator(etcd.endpoints(), cluster, flags)),
+        b(StartNode(etcd.endpoints(), cluster, "b", flags)) {}
+  EtcdCluster etcd{1};
+  const std::string cluster = UniqueCluster();
+  Node a;
+  Node b;
+};
+
 TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
@@ -318,10 +330,8 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
 // newest value of a key is never lost; a key with the same bytes on both is
 // moved.
 TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
-  EtcdCluster etcd(1);
-  const std::string cluster = UniqueCluster();
-  Node a = StartCoordinator(etcd.endpoints(), cluster);
-  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  CoordinatorAndB two;
+  Node &a = two.a, &b = two.b;
   auto ca = Client::Connect(a.proc->uds());
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(ca.ok() && cb.ok());
@@ -416,10 +426,8 @@ peer::ItemResults PullOn(const Node& target, const std::string& source, const st
 // reach the listing. Without that coverage a missing value is not called
 // gone.
 TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
-  EtcdCluster etcd(1);
-  const std::string cluster = UniqueCluster();
-  Node a = StartCoordinator(etcd.endpoints(), cluster);
-  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  CoordinatorAndB two;
+  Node &a = two.a, &b = two.b;
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
   auto sequence_of = [](const Node& n) -> uint64_t {
@@ -473,7 +481,7 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
 
   // A target whose scope is one namespace cannot tell a value gone from one
   // out of its scope: it never calls a value gone.
-  Node c = StartNode(etcd.endpoints(), cluster, "c",
+  Node c = StartNode(two.etcd.endpoints(), two.cluster, "c",
                      {"--metadata-namespace", "tierkv:v1:" + std::string(64, '1')});
   ASSERT_TRUE(
       WaitFor([&] { return GetJson(*c.proc, "/cache/metadata")["coverage"] == "complete"; }));
@@ -658,11 +666,8 @@ TEST(Drain, AnObjectInDramAndOnSsdIsMovedOnceWhereverItsRecordsFall) {
 // 100 000 bytes in a tenant of their own (a batch of 64 of those would make a
 // Pull of 6 MB), list as about 16 MB; every one of them is moved.
 TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
-  EtcdCluster etcd(1);
-  const std::string cluster = UniqueCluster();
-  const std::vector<std::string> flags = {"--dram-size", "256MiB", "--max-key-bytes", "131072"};
-  Node a = StartCoordinator(etcd.endpoints(), cluster, flags);
-  Node b = StartNode(etcd.endpoints(), cluster, "b", flags);
+  CoordinatorAndB two({"--dram-size", "256MiB", "--max-key-bytes", "131072"});
+  Node &a = two.a, &b = two.b;
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
   constexpr int kObjects = 6000;
@@ -711,10 +716,8 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
 }
 
 TEST(Drain, CancelStopsAJobBetweenBatches) {
-  EtcdCluster etcd(1);
-  const std::string cluster = UniqueCluster();
-  Node a = StartCoordinator(etcd.endpoints(), cluster, {"--dram-size", "512MiB"});
-  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--dram-size", "512MiB"});
+  CoordinatorAndB two({"--dram-size", "512MiB"});
+  Node &a = two.a, &b = two.b;
   auto ca = Client::Connect(a.proc->uds());
   ASSERT_TRUE(ca.ok());
   const std::string big(512 << 10, 'x');
