@@ -67,9 +67,9 @@ bool ParseSegment(std::string_view segment, uint32_t* rank, uint32_t* medium) {
 // Has `target` copy one batch of `tenant`'s objects listed by the source
 // (Peer/Pull names the source, node `source_id` of runtime `source_uuid`,
 // and each listed generation), then the source drop what reached it
-// (Peer/Drop with the target's fence). `not_pulled` gets each object the target did not copy,
-// with why (another target may); `failed` hears of each object copied but
-// not dropped, with why. Returns the objects and bytes moved, and the
+// (Peer/Drop with the target's fence). `not_pulled` gets each object the
+// target did not copy, with why (another target may); `failed` hears of each
+// object copied but not dropped, with why. Returns the objects and bytes moved, and the
 // objects gone: removed or replaced on the source since they were listed,
 // so no longer its to move.
 struct Moved {
@@ -128,9 +128,16 @@ Moved MoveBatch(const std::string& source_id, const std::string& source_uuid,
   grpc::ClientContext dctx;
   dctx.set_deadline(PeerDeadline(30000));
   const grpc::Status ds = source.Drop(&dctx, drop, &dropped);
-  if (!ds.ok()) failed(dropping[0]->key(), "drop: " + ds.error_message());
-  for (size_t j = 0;
-       ds.ok() && j < dropping.size() && j < static_cast<size_t>(dropped.items_size()); ++j) {
+  for (size_t j = 0; j < dropping.size(); ++j) {
+    // Every item not removed is a failure with its reason, as in the Pull.
+    if (!ds.ok()) {
+      failed(dropping[j]->key(), "drop: " + ds.error_message());
+      continue;
+    }
+    if (j >= static_cast<size_t>(dropped.items_size())) {
+      failed(dropping[j]->key(), "drop: a malformed answer");
+      continue;
+    }
     if (const peer::GrantedItem& r = dropped.items(static_cast<int>(j)); r.code() != 0) {
       if (r.gone()) {
         ++out.gone;  // the copy stays on the target, as any fetched copy
@@ -376,12 +383,13 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
         }
         for (const auto& [r, why] : not_pulled) failed(r->key(), "pull: " + why);
         std::lock_guard lock(mu_);
+        const uint64_t stayed = (end - at) - m.objects - m.gone;
         job->view.total -= m.gone;  // listed, but no longer the source's to move
         job->view.moved += m.objects;
         job->view.bytes += m.bytes;
-        job->view.failed += (end - at) - m.objects - m.gone;
+        job->view.failed += stayed;
         stats_.objects_moved += m.objects;
-        stats_.objects_failed += (end - at) - m.objects - m.gone;
+        stats_.objects_failed += stayed;
         stats_.objects_gone += m.gone;
         stats_.bytes_moved += m.bytes;
       }
