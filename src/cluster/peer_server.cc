@@ -24,7 +24,12 @@ grpc::Status Unimplemented() {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no drain participant on this manager");
 }
 
-void AddResult(peer::ItemResults* out, const Status& st) { SetItemStatus(out->add_items(), st); }
+// `gone` (Pull and Drop): the source no longer holds the listed value.
+void AddResult(peer::ItemResults* out, const Status& st, bool gone = false) {
+  peer::GrantedItem* item = out->add_items();
+  SetItemStatus(item, st);
+  item->set_gone(gone);
+}
 
 // How long Drop waits for this manager's view of the target to cover the
 // target's fence (well inside the coordinator's 30 s Drop deadline), and
@@ -139,9 +144,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
     const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
     for (const RemoteFetcher::PullOutcome& o :
          fetcher_->Pull(req->tenant(), keys, req->source(), generations)) {
-      peer::GrantedItem* item = out->add_items();
-      SetItemStatus(item, o.status);
-      item->set_gone(o.refused_by_source || (o.not_indexed && covered));
+      AddResult(out, o.status, o.refused_by_source || (o.not_indexed && covered));
     }
     // Taken after the stores: a source that waits for its view of this owner
     // to cover it sees every copy this call made.
@@ -166,9 +169,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
       // Removed only while it is still the value that was moved.
       Result<PinGrant> pin = store_->Pin(kDropPins, ref, g.generation(), 0);
       if (!pin.ok()) {
-        peer::GrantedItem* item = out->add_items();
-        SetItemStatus(item, pin.status());
-        item->set_gone(pin.status().code() == Code::kNotFound);  // removed or replaced
+        AddResult(out, pin.status(), pin.status().code() == Code::kNotFound);  // removed, replaced
         continue;
       }
       (void)store_->Unpin(kDropPins, pin->pin_id);
