@@ -42,6 +42,7 @@
 
 #include "bench_util.h"
 #include "etcd_process.h"
+#include "pki.h"
 #include "tierkv/client.h"
 #include "wait_for.h"
 
@@ -64,24 +65,6 @@ struct Options {
   uint64_t max_rss = kPoolBytes + (448ull << 20);
   bool peer_tls = false;  // mutual TLS on peer gRPC and the data channel
 };
-
-// A CA and one certificate it signed for 127.0.0.1, made in `dir` with the
-// openssl command; the managers' --peer-tls-* flags, or none when the
-// commands fail.
-std::vector<std::string> PeerTlsFlags(const std::string& dir) {
-  const std::string ca = dir + "/ca", node = dir + "/node";
-  const std::string commands =
-      "cd " + dir + " && echo subjectAltName=IP:127.0.0.1 > san.ext && " +
-      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
-      "-subj /CN=soak-ca -keyout ca.key -out ca.crt && "
-      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=node "
-      "-keyout node.key -out node.csr && "
-      "openssl x509 -req -days 1 -in node.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
-      "-extfile san.ext -out node.crt";
-  if (std::system(("(" + commands + ") >/dev/null 2>&1").c_str()) != 0) return {};
-  return {"--peer-tls-cert", node + ".crt",   "--peer-tls-key",
-          node + ".key",     "--peer-tls-ca", ca + ".crt"};
-}
 
 std::string RestOf(Member& m) {
   std::lock_guard<std::mutex> lock(m.mu);
@@ -390,13 +373,15 @@ int Run(const Options& opt) {
   if (mkdtemp(tmpl) == nullptr) return 2;
   const std::string dir = tmpl;
   testing::EtcdCluster etcd(1);
+  // One certificate for every manager, signed by the cluster's CA.
+  testing::Pki pki;
   std::vector<std::string> tls;
   if (opt.peer_tls) {
-    tls = PeerTlsFlags(dir);
-    if (tls.empty()) {
+    if (!pki.Ca("soak-ca") || !pki.Cert("node", "soak-ca")) {
       std::fprintf(stderr, "cluster soak: openssl could not make the peer certificates\n");
       return 2;
     }
+    tls = pki.Flags("node", "soak-ca");
   }
   Shared s;
   const std::string cluster = "soak-" + std::to_string(getpid());

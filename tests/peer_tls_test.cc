@@ -8,54 +8,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-
 #include "cluster_util.h"
 #include "peer.grpc.pb.h"
+#include "pki.h"
 
 namespace tierkv {
 namespace {
 
 using namespace cluster_test;
+using testing::Pki;
 using testing::ScrapeMetric;
 using testing::WaitFor;
-
-// A scratch directory with a CA and certificates it signed (for 127.0.0.1).
-class Pki {
- public:
-  Pki()
-      : dir_(std::filesystem::temp_directory_path() / ("tierkv-pki-" + std::to_string(getpid()))) {
-    std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "san.ext") << "subjectAltName=IP:127.0.0.1\n";
-  }
-  ~Pki() { std::filesystem::remove_all(dir_); }
-
-  void Ca(const std::string& name) {
-    Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1"
-        " -subj /CN=" +
-        name + " -keyout " + Path(name + ".key") + " -out " + Path(name + ".crt"));
-  }
-  void Cert(const std::string& name, const std::string& ca) {
-    Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=" + name +
-        " -keyout " + Path(name + ".key") + " -out " + Path(name + ".csr"));
-    Run("openssl x509 -req -days 1 -in " + Path(name + ".csr") + " -CA " + Path(ca + ".crt") +
-        " -CAkey " + Path(ca + ".key") + " -CAcreateserial -extfile " + Path("san.ext") + " -out " +
-        Path(name + ".crt"));
-  }
-  std::vector<std::string> Flags(const std::string& name, const std::string& ca) const {
-    return {"--peer-tls-cert",   Path(name + ".crt"), "--peer-tls-key",
-            Path(name + ".key"), "--peer-tls-ca",     Path(ca + ".crt")};
-  }
-  std::string Path(const std::string& file) const { return (dir_ / file).string(); }
-
- private:
-  static void Run(const std::string& cmd) {
-    ASSERT_EQ(std::system((cmd + " >/dev/null 2>&1").c_str()), 0) << cmd;
-  }
-  std::filesystem::path dir_;
-};
 
 std::string DataEndpointOf(const ManagerProcess& m, const std::string& node) {
   Json j = GetJson(m, "/cluster/members");
@@ -89,11 +52,11 @@ bool PlaintextReadAnswered(const std::string& endpoint) {
 
 TEST(PeerTls, OnlyPeersWithTheClustersCaGetInventoriesAndBytes) {
   Pki pki;
-  pki.Ca("ca");
-  pki.Ca("other-ca");
-  pki.Cert("a", "ca");
-  pki.Cert("b", "ca");
-  pki.Cert("rogue", "other-ca");
+  ASSERT_TRUE(pki.Ca("ca"));
+  ASSERT_TRUE(pki.Ca("other-ca"));
+  ASSERT_TRUE(pki.Cert("a", "ca"));
+  ASSERT_TRUE(pki.Cert("b", "ca"));
+  ASSERT_TRUE(pki.Cert("rogue", "other-ca"));
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
   Node a = StartNode(etcd.endpoints(), cluster, "a", pki.Flags("a", "ca"));
