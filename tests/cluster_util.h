@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -21,12 +20,14 @@
 #include "etcd/etcd_client.h"
 #include "etcd_process.h"
 #include "manager_process.h"
+#include "scratch_dir.h"
 #include "tierkv/client.h"
 
 namespace tierkv::cluster_test {
 
 using testing::EtcdCluster;
 using testing::ManagerProcess;
+using testing::ScratchDir;
 
 using Json = nlohmann::json;
 
@@ -124,23 +125,6 @@ inline std::string PostText(const ManagerProcess& m, const std::string& path,
   auto res = http.Post(path, body, "application/json");
   return res ? res->body : "";
 }
-
-// A scratch directory (for an SSD tier), removed with everything in it when
-// this goes out of scope.
-struct ScratchDir {
-  ScratchDir() {
-    char tmpl[] = "/tmp/tierkv-cluster-XXXXXX";
-    path = mkdtemp(tmpl) != nullptr ? tmpl : "";
-    EXPECT_FALSE(path.empty());
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string path;
-};
 
 // Starts node "a" and waits until it is the coordinator (so that drain jobs
 // are asked of it), as StartNode.

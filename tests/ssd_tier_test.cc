@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "manager_process.h"
+#include "scratch_dir.h"
 #include "tierkv/client.h"
 
 namespace tierkv {
@@ -38,21 +39,7 @@ std::string ValueOf(const std::string& key, size_t size) {
 
 std::string Key(int i) { return "obj-" + std::to_string(i); }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/tierkv-ssd-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 std::unique_ptr<Client> Connect(const ManagerProcess& m) {
   auto c = Client::Connect(m.uds());
@@ -78,8 +65,8 @@ std::vector<std::string> SsdArgs(const std::string& dir, const std::string& size
 class SsdEngines : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SsdEngines, ObjectsBeyondDramAreServedFromSsdThenDram) {
-  TempDir dir;
-  std::vector<std::string> args = SsdArgs(dir.sub("ssd"));
+  ScratchDir dir;
+  std::vector<std::string> args = SsdArgs(dir.Sub("ssd"));
   args.insert(args.end(), {"--ssd-io-engine", GetParam()});
   ManagerProcess m(args);
   // Both engines must work here (io_uring is in every kernel this runs on; the
@@ -119,10 +106,10 @@ TEST_P(SsdEngines, ObjectsBeyondDramAreServedFromSsdThenDram) {
 INSTANTIATE_TEST_SUITE_P(Ssd, SsdEngines, ::testing::Values("io_uring", "pread"));
 
 TEST(Ssd, RestartAndKill9KeepEverySsdResidentObject) {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<std::string> on_ssd;
   {
-    ManagerProcess m(SsdArgs(dir.sub("ssd")));
+    ManagerProcess m(SsdArgs(dir.Sub("ssd")));
     auto c = Connect(m);
     for (int i = 0; i < 40; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), kMiB)).ok());
     ASSERT_TRUE(c->Remove(Key(0)).ok());  // must not come back
@@ -147,23 +134,23 @@ TEST(Ssd, RestartAndKill9KeepEverySsdResidentObject) {
     for (const std::string& k : keys) EXPECT_TRUE(c->Exist(k).ok()) << k;
   };
   {
-    ManagerProcess m(SsdArgs(dir.sub("ssd")));
+    ManagerProcess m(SsdArgs(dir.Sub("ssd")));
     // Background demotions may have added more after the check; none may be missing.
     EXPECT_GE(testing::ScrapeMetric(m, "tierkv_ssd_recovered_blobs"),
               static_cast<int64_t>(on_ssd.size()));
     verify(m, on_ssd);
     EXPECT_EQ(m.Stop(SIGKILL), 128 + SIGKILL);
   }
-  ManagerProcess m(SsdArgs(dir.sub("ssd")));
+  ManagerProcess m(SsdArgs(dir.Sub("ssd")));
   verify(m, on_ssd);
   EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_recovery_corrupt_blobs"), 0);
 }
 
 TEST(Ssd, Kill9InTheMiddleOfDemotionsNeverServesATornObject) {
-  TempDir dir;
+  ScratchDir dir;
   std::atomic<int> written{0};
   {
-    ManagerProcess m(SsdArgs(dir.sub("ssd")));
+    ManagerProcess m(SsdArgs(dir.Sub("ssd")));
     std::thread writer([&] {
       auto c = Client::Connect(m.uds());
       if (!c.ok()) return;
@@ -177,7 +164,7 @@ TEST(Ssd, Kill9InTheMiddleOfDemotionsNeverServesATornObject) {
     m.Stop(SIGKILL);
     writer.join();
   }
-  ManagerProcess m(SsdArgs(dir.sub("ssd")));
+  ManagerProcess m(SsdArgs(dir.Sub("ssd")));
   auto c = Connect(m);
   auto keys = c->ListKeys();
   ASSERT_TRUE(keys.ok());
@@ -191,8 +178,8 @@ TEST(Ssd, Kill9InTheMiddleOfDemotionsNeverServesATornObject) {
 }
 
 TEST(Ssd, WriteThroughMakesNewObjectsDurableWithoutEviction) {
-  TempDir dir;
-  std::vector<std::string> args = SsdArgs(dir.sub("ssd"));
+  ScratchDir dir;
+  std::vector<std::string> args = SsdArgs(dir.Sub("ssd"));
   args.insert(args.end(), {"--ssd-write-through", "true"});
   {
     ManagerProcess m(args);
@@ -209,8 +196,8 @@ TEST(Ssd, WriteThroughMakesNewObjectsDurableWithoutEviction) {
 }
 
 TEST(Ssd, FullSsdDropsTheOldestAndKeepsAcceptingPuts) {
-  TempDir dir;
-  ManagerProcess m({"--dram-size", "8MiB", "--ssd-dir", dir.sub("ssd"), "--ssd-size", "16MiB"});
+  ScratchDir dir;
+  ManagerProcess m({"--dram-size", "8MiB", "--ssd-dir", dir.Sub("ssd"), "--ssd-size", "16MiB"});
   auto c = Connect(m);
   for (int i = 0; i < 60; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), kMiB)).ok()) << i;
   EXPECT_GT(testing::ScrapeMetric(m, "tierkv_ssd_evicted_total"), 0);
@@ -221,8 +208,8 @@ TEST(Ssd, FullSsdDropsTheOldestAndKeepsAcceptingPuts) {
 }
 
 TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
-  TempDir dir;
-  ManagerProcess m(SsdArgs(dir.sub("ssd"), "16MiB"));
+  ScratchDir dir;
+  ManagerProcess m(SsdArgs(dir.Sub("ssd"), "16MiB"));
   auto c = Connect(m);
   ASSERT_TRUE(c->Put("victim", ValueOf("victim", 65536)).ok());
   ASSERT_TRUE(c->Put("bystander", ValueOf("bystander", 65536)).ok());
@@ -233,7 +220,7 @@ TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
             std::string::npos);
   ASSERT_TRUE(testing::WaitFor([&] { return Media(*c, "victim") == MediumBit(Medium::kSsd); }));
   // Damage one byte of the victim's value in the blob file.
-  const std::string file = dir.sub("ssd") + "/tierkv-ssd.dat";
+  const std::string file = dir.Sub("ssd") + "/tierkv-ssd.dat";
   std::string bytes;
   {
     std::ifstream in(file, std::ios::binary);
@@ -258,8 +245,8 @@ TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
 }
 
 TEST(Ssd, PrefetchRewarmsAndReportsHowManyChunks) {
-  TempDir dir;
-  ManagerProcess m(SsdArgs(dir.sub("ssd"), "16MiB"));
+  ScratchDir dir;
+  ManagerProcess m(SsdArgs(dir.Sub("ssd"), "16MiB"));
   auto c = Connect(m);
   for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(c->Put(k, ValueOf(k, 8192)).ok());
   RestPost(m, "/memory/evict", R"({"chunk_hashes":["a","b","c"],"locations":["x"]})");
@@ -281,10 +268,10 @@ TEST(Ssd, PrefetchRewarmsAndReportsHowManyChunks) {
 }
 
 TEST(Ssd, UnusableDirectoryLeavesTheManagerServingFromDram) {
-  TempDir dir;
-  { std::ofstream(dir.sub("file")) << "x"; }
+  ScratchDir dir;
+  { std::ofstream(dir.Sub("file")) << "x"; }
   // A path under a regular file cannot be created.
-  ManagerProcess m(SsdArgs(dir.sub("file") + "/ssd"));
+  ManagerProcess m(SsdArgs(dir.Sub("file") + "/ssd"));
   EXPECT_NE(m.startup_output().find("SSD tier unavailable"), std::string::npos)
       << m.startup_output();
   auto c = Connect(m);
@@ -295,9 +282,9 @@ TEST(Ssd, UnusableDirectoryLeavesTheManagerServingFromDram) {
 }
 
 TEST(Ssd, SecondManagerOnTheSameDirectoryDoesNotShareIt) {
-  TempDir dir;
-  ManagerProcess first(SsdArgs(dir.sub("ssd")));
-  ManagerProcess second(SsdArgs(dir.sub("ssd")));
+  ScratchDir dir;
+  ManagerProcess first(SsdArgs(dir.Sub("ssd")));
+  ManagerProcess second(SsdArgs(dir.Sub("ssd")));
   EXPECT_NE(second.startup_output().find("in use by another process"), std::string::npos)
       << second.startup_output();
   auto c = Connect(first);
@@ -305,16 +292,16 @@ TEST(Ssd, SecondManagerOnTheSameDirectoryDoesNotShareIt) {
 }
 
 TEST(Ssd, VanishedDirectoryKeepsServingAndStartsEmptyNextTime) {
-  TempDir dir;
+  ScratchDir dir;
   {
-    ManagerProcess m(SsdArgs(dir.sub("ssd")));
+    ManagerProcess m(SsdArgs(dir.Sub("ssd")));
     auto c = Connect(m);
     for (int i = 0; i < 24; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), kMiB)).ok());
-    std::filesystem::remove_all(dir.sub("ssd"));
+    std::filesystem::remove_all(dir.Sub("ssd"));
     for (int i = 0; i < 24; ++i) EXPECT_TRUE(*c->Get(Key(i)) == ValueOf(Key(i), kMiB)) << i;
     m.Stop(SIGTERM);
   }
-  ManagerProcess m(SsdArgs(dir.sub("ssd")));
+  ManagerProcess m(SsdArgs(dir.Sub("ssd")));
   EXPECT_NE(m.startup_output().find("ssd tier on"), std::string::npos);
   EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_recovered_blobs"), 0);
 }
