@@ -5,10 +5,10 @@
 // request a tenth of the TTL after the last answer (KeepAliveScheduleFor),
 // each reply reported with the time its request was sent, so the owner can
 // bound its validity by what etcd really acknowledged (sent_at + TTL/2 in
-// membership). A reply with TTL 0 means the
-// lease is gone for good: OnLost is called once and the keeper stops. A stream
-// that fails (member down, blackholed, no leader) is reopened on the next
-// endpoint at the next tick; every failed tick is counted.
+// membership). A reply with TTL 0 means the lease is gone for good: OnLost is
+// called once and the keeper stops. A stream that fails (member down,
+// blackholed, no leader) is reopened on the next endpoint at the next tick;
+// every failed tick is counted.
 //
 // Callbacks run on the keeper's thread; they must return quickly and must not
 // call Stop(). Stop() cancels the stream and joins the thread (it returns within
