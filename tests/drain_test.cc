@@ -300,13 +300,17 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
   r = DropWithFence(b, "f1", gen, "zz", 1, 30000);
   EXPECT_NE(r.message().find("not a live member"), std::string::npos) << r.message();
   EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
-  // A covered fence of another incarnation of a (a restarted owner numbers
-  // its changes anew): refused, kept.
+  // A fence of another incarnation of a (a restarted owner numbers its
+  // changes anew), whose sequence a's view here covers: not covered by a view
+  // of another incarnation, so refused when the wait ends (within the
+  // caller's deadline), kept.
   const std::string uuid_a = RuntimeUuid(b, "a");
   ASSERT_FALSE(uuid_a.empty());
-  r = DropWithFence(b, "f1", gen, "a", seq, 30000, "an-earlier-runtime");
-  EXPECT_NE(r.message().find("is no longer runtime an-earlier-runtime"), std::string::npos)
+  r = DropWithFence(b, "f1", gen, "a", seq, 1500, "an-earlier-runtime");
+  EXPECT_NE(r.message().find("is of runtime " + uuid_a + ", not of runtime an-earlier-runtime"),
+            std::string::npos)
       << r.message();
+  EXPECT_NE(r.message().find("the copies are kept"), std::string::npos) << r.message();
   EXPECT_TRUE((*cb)->Exist("f1", kDefaultTenant, local).ok());
   // A fence that is covered, of a's runtime: removed.
   r = DropWithFence(b, "f1", gen, "a", seq, 30000, uuid_a);

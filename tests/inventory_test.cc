@@ -148,6 +148,54 @@ TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
   EXPECT_EQ(Post(*t.b.proc, "/cache/metadata/await", "{}")["success"], false);
 }
 
+// A fence names the incarnation that took it: a restarted owner numbers its
+// changes anew, so the view of its next incarnation soon passes the old
+// fence's sequence without holding what the old one stored. That view
+// covers the new incarnation's fences, never the old one's.
+TEST(Inventory, AFenceOfAnEarlierIncarnationIsNeverCoveredByTheNextOne) {
+  TwoManagers t;
+  ASSERT_TRUE(t.ready());
+  PutMany(*t.a.proc, "old", 20);
+  const Json old = Post(*t.a.proc, "/cache/sync", "")["inventory_fence"];
+  const std::string old_uuid = old.value("runtime_uuid", "");
+  ASSERT_FALSE(old_uuid.empty()) << old.dump();
+  t.client = Status(Code::kUnavailable, "closed");
+  ASSERT_EQ(t.a.proc->Stop(SIGTERM), 0);
+  t.a = StartNode(t.etcd.endpoints(), t.cluster, "a");
+  PutMany(*t.a.proc, "new", 60);
+  const Json now = Post(*t.a.proc, "/cache/sync", "")["inventory_fence"];
+  ASSERT_NE(now.value("runtime_uuid", ""), old_uuid);
+  ASSERT_GT(now["sequence"].get<uint64_t>(), old["sequence"].get<uint64_t>());
+  // b's view of the new incarnation covers the new fence...
+  const Json done = Post(*t.b.proc, "/cache/metadata/await",
+                         Json({{"inventory_fence", now}, {"timeout_ms", 10000}}).dump());
+  ASSERT_EQ(done["success"], true) << done.dump();
+  EXPECT_EQ(done["runtime_uuid"], now["runtime_uuid"]);
+  // ...and the old fence's sequence, but not the old fence.
+  const Json stale = Post(*t.b.proc, "/cache/metadata/await",
+                          Json({{"inventory_fence", old}, {"timeout_ms", 200}}).dump());
+  EXPECT_EQ(stale["success"], false);
+  EXPECT_NE(stale.value("error_message", "").find("not of runtime " + old_uuid), std::string::npos)
+      << stale.dump();
+  // Without its incarnation the same fence cannot be told from the new one's.
+  Json bare = old;
+  bare.erase("runtime_uuid");
+  EXPECT_EQ(Post(*t.b.proc, "/cache/metadata/await",
+                 Json({{"inventory_fence", bare}, {"timeout_ms", 200}}).dump())["success"],
+            true);
+  // The owner itself refuses its earlier incarnation's fence at once.
+  const Json own = Post(*t.a.proc, "/cache/metadata/await",
+                        Json({{"inventory_fence", old}, {"timeout_ms", 30000}}).dump());
+  EXPECT_NE(own.value("error_message", "").find("stale fence"), std::string::npos) << own.dump();
+  // A runtime_uuid that is not a string is a malformed body.
+  Json odd = now;
+  odd["runtime_uuid"] = 7;
+  EXPECT_NE(Post(*t.b.proc, "/cache/metadata/await", Json({{"inventory_fence", odd}}).dump())
+                .value("error_message", "")
+                .find("body must be"),
+            std::string::npos);
+}
+
 // The owner sends a peer at most one delta batch per 5 ms slot of its clock
 // (after the first): puts that come faster than that share batches, however
 // slowly each one is made. Puts 300 µs apart (one batch each under a rule

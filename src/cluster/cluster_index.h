@@ -24,13 +24,14 @@ class ClusterIndexAdapter final : public ClusterIndexView {
   CoverageView Coverage() const override;
   std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                      const std::string& key) const override;
-  uint64_t OwnerWatermark(const std::string& owner) const override {
-    return index_->Watermark(owner);
-  }
-  std::optional<uint64_t> AwaitOwner(const std::string& owner, uint64_t sequence,
-                                     int64_t timeout_ms) const override {
+  std::optional<uint64_t> AwaitOwner(const std::string& owner, const std::string& uuid,
+                                     uint64_t sequence, int64_t timeout_ms) const override {
     return index_->AwaitWatermark(
-        owner, sequence, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+        owner, uuid, sequence,
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+  }
+  std::string OwnerViewUuid(const std::string& owner) const override {
+    return index_->ViewUuid(owner);
   }
 
  private:

@@ -241,22 +241,24 @@ std::string GlobalIndex::ViewUuid(const std::string& owner) const {
   return it != owners_.end() && it->second.complete ? it->second.uuid : std::string();
 }
 
-std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner) const {
+std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner,
+                                                 const std::string& uuid) const {
   std::shared_lock lock(mu_);
   auto it = owners_.find(owner);
   if (it == owners_.end()) return std::nullopt;
-  return it->second.complete ? it->second.watermark : 0;
+  const bool counts = it->second.complete && (uuid.empty() || it->second.uuid == uuid);
+  return counts ? it->second.watermark : 0;
 }
 
 std::optional<uint64_t> GlobalIndex::AwaitWatermark(
-    const std::string& owner, uint64_t sequence,
+    const std::string& owner, const std::string& uuid, uint64_t sequence,
     std::chrono::steady_clock::time_point deadline) const {
   std::optional<uint64_t> have;
   std::unique_lock wait(wait_mu_);
   ++waiters_;
   // Looked at first, after each wake-up, and once more at the deadline.
   advanced_.wait_until(wait, deadline, [&] {
-    have = WatermarkOf(owner);
+    have = WatermarkOf(owner, uuid);
     return !have || *have >= sequence;
   });
   --waiters_;

@@ -163,10 +163,14 @@ class GlobalIndex {
   std::string ViewUuid(const std::string& owner) const;
   // Waits until `owner`'s complete view reaches `sequence` (an inventory
   // fence) or `deadline` passes, without polling: installs, deltas and
-  // membership changes wake the waiters. Returns the watermark last seen
-  // (>= sequence: covered; 0: no complete view), or nullopt at once when
-  // `owner` is not (or no longer) an expected owner.
-  std::optional<uint64_t> AwaitWatermark(const std::string& owner, uint64_t sequence,
+  // membership changes wake the waiters. With a non-empty `uuid` only a view
+  // of that incarnation counts: a restarted owner numbers its changes anew,
+  // so another incarnation's watermark says nothing about the fence.
+  // Returns the watermark last seen (>= sequence: covered; 0: no complete
+  // view of that incarnation), or nullopt at once when `owner` is not (or
+  // no longer) an expected owner.
+  std::optional<uint64_t> AwaitWatermark(const std::string& owner, const std::string& uuid,
+                                         uint64_t sequence,
                                          std::chrono::steady_clock::time_point deadline) const;
 
  private:
@@ -178,8 +182,9 @@ class GlobalIndex {
     std::unique_ptr<OwnerView> view;
   };
   uint64_t ActiveBytesLocked() const;
-  // nullopt: not an expected owner; 0: no complete view.
-  std::optional<uint64_t> WatermarkOf(const std::string& owner) const;
+  // nullopt: not an expected owner; 0: no complete view (of incarnation
+  // `uuid`, when it is not empty).
+  std::optional<uint64_t> WatermarkOf(const std::string& owner, const std::string& uuid = {}) const;
   // Wakes AwaitWatermark callers (after mu_ is released).
   void NotifyAdvanced() const;
 

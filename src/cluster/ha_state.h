@@ -41,6 +41,7 @@ struct ClusterView {
   bool enabled = false;  // false: standalone
   std::string cluster;
   std::string node_id;
+  std::string runtime_uuid;         // this process's incarnation
   int64_t revision = 0;             // membership revision (view_version)
   std::vector<MemberView> members;  // sorted by node id
 };
@@ -106,27 +107,38 @@ class ClusterIndexView {
   virtual CoverageView Coverage() const = 0;
   virtual std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                              const std::string& key) const = 0;
-  // The sequence up to which this manager's view of `owner` is complete (0:
-  // no complete view).
-  virtual uint64_t OwnerWatermark(const std::string& owner) const = 0;
-  // Waits up to `timeout_ms` for that sequence to reach `sequence`; returns
-  // the sequence last seen, or nullopt at once when `owner` is not a live
-  // member other than this manager.
-  virtual std::optional<uint64_t> AwaitOwner(const std::string& owner, uint64_t sequence,
-                                             int64_t timeout_ms) const = 0;
+  // Waits up to `timeout_ms` for that sequence to reach `sequence` (only a
+  // view of incarnation `uuid` counts, when it is not empty); returns the
+  // sequence last seen, or nullopt at once when `owner` is not a live member
+  // other than this manager.
+  virtual std::optional<uint64_t> AwaitOwner(const std::string& owner, const std::string& uuid,
+                                             uint64_t sequence, int64_t timeout_ms) const = 0;
+  // The runtime UUID of the incarnation the complete view of `owner` is of
+  // ("" when there is none).
+  virtual std::string OwnerViewUuid(const std::string& owner) const = 0;
 };
 
-// What a wait for an inventory fence (`owner`, `sequence`) came to, given
+// What a wait for an inventory fence (`owner`, `sequence`, and the runtime
+// UUID `uuid` of the incarnation that took it, when named) came to, given
 // the sequence the view of `owner` last covered (nullopt: not a live member
-// other than this manager): OK when covered, else UNAVAILABLE "unknown
-// owner: ..." or "timeout: ...". The one wording of /cache/metadata/await
-// and Peer/Drop.
-inline Status FenceOutcome(const std::string& owner, std::optional<uint64_t> covered,
-                           uint64_t sequence) {
+// other than this manager) and the incarnation that view is of
+// (`view_uuid`, "" when there is no complete view): OK when covered, else
+// UNAVAILABLE "unknown owner: ..." or "timeout: ...". The one wording of
+// /cache/metadata/await and Peer/Drop.
+inline Status FenceOutcome(const std::string& owner, const std::string& uuid,
+                           std::optional<uint64_t> covered, uint64_t sequence,
+                           const std::string& view_uuid) {
   if (!covered) {
     return Status(Code::kUnavailable,
                   "unknown owner: " + owner +
                       " is not a live member of this cluster (a fence names the owner's node id)");
+  }
+  if (!uuid.empty() && view_uuid != uuid) {
+    return Status(Code::kUnavailable,
+                  "timeout: the view of " + owner + " here " +
+                      (view_uuid.empty() ? "is not complete" : "is of runtime " + view_uuid) +
+                      ", not of runtime " + uuid +
+                      ", which took the fence (a restarted owner numbers its changes anew)");
   }
   if (*covered >= sequence) return Status::Ok();
   return Status(Code::kUnavailable, "timeout: the view of " + owner + " covers sequence " +

@@ -137,9 +137,10 @@ class PeerService final : public tierkv::peer::Peer::Service {
     // Once the view of the source here has reached the listing, a value it
     // does not show is no longer the source's (removed or replaced since),
     // when the view holds every namespace and is of the listed incarnation.
-    const bool covered = AwaitListing(*ctx, req->source(), req->listed_sequence()) &&
-                         every_namespace_ && !req->source_uuid().empty() &&
-                         index_->ViewUuid(req->source()) == req->source_uuid();
+    const bool covered =
+        AwaitListing(*ctx, req->source(), req->source_uuid(), req->listed_sequence()) &&
+        every_namespace_ && !req->source_uuid().empty() &&
+        index_->ViewUuid(req->source()) == req->source_uuid();
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
     for (const RemoteFetcher::PullOutcome& o :
@@ -199,18 +200,20 @@ class PeerService final : public tierkv::peer::Peer::Service {
   // Pull: waits until this manager's view of `source` has reached
   // `sequence` (the listing's). True when it has; false when it has not in
   // time, when no Pull or Drop wait is free, or when there is nothing to wait
-  // for (sequence 0). Only a complete view is waited for: one that lags
-  // catches up within a delta batch, while one that is missing (a stream
-  // being reset, a view refused by the index budget) may stay missing, and
-  // each batch of a drain would wait in vain.
+  // for (sequence 0). Only a complete view is waited for, and only one of
+  // the listed incarnation `uuid` (when named): one that lags catches up
+  // within a delta batch, while one that is missing (a stream being reset,
+  // a view refused by the index budget) or of another incarnation may stay
+  // so, and each batch of a drain would wait in vain.
   bool AwaitListing(const grpc::ServerContext& ctx, const std::string& source,
-                    uint64_t sequence) const {
+                    const std::string& uuid, uint64_t sequence) const {
     if (sequence == 0 || index_ == nullptr) return false;
     if (index_->Watermark(source) == 0) return false;
+    if (!uuid.empty() && index_->ViewUuid(source) != uuid) return false;
     const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
     if (!slot) return false;
     const std::optional<uint64_t> have =
-        index_->AwaitWatermark(source, sequence,
+        index_->AwaitWatermark(source, uuid, sequence,
                                std::chrono::steady_clock::now() +
                                    WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
     return have && *have >= sequence;
@@ -236,17 +239,14 @@ class PeerService final : public tierkv::peer::Peer::Service {
     }
     // Bounded, and answered before the caller's own deadline.
     const std::optional<uint64_t> have =
-        index_->AwaitWatermark(fence.owner(), fence.sequence(),
+        index_->AwaitWatermark(fence.owner(), fence.owner_uuid(), fence.sequence(),
                                std::chrono::steady_clock::now() +
                                    WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
-    Status st = FenceOutcome(fence.owner(), have, fence.sequence());
-    // Looked at after the wait: a view that covered the fence but is now of
-    // another incarnation proves nothing about the copies the fence names.
-    if (st.ok() && !fence.owner_uuid().empty() &&
-        index_->ViewUuid(fence.owner()) != fence.owner_uuid()) {
-      st = Status(Code::kUnavailable, fence.owner() + " is no longer runtime " +
-                                          fence.owner_uuid() + ", which made the copies");
-    }
+    // The incarnation is looked at after the wait: a view that covered the
+    // fence but is now of another incarnation proves nothing about the
+    // copies the fence names.
+    Status st = FenceOutcome(fence.owner(), fence.owner_uuid(), have, fence.sequence(),
+                             index_->ViewUuid(fence.owner()));
     if (st.ok()) return st;
     return Status(st.code(), st.message() + "; the copies are kept");
   }

@@ -19,6 +19,7 @@ void RestServer::ClusterRoutes() {
   HaStateProvider* ha = deps_.ha;
   Store* store = deps_.store;
   const std::string self = ha->Members().node_id;  // fixed for the process
+  const std::string self_uuid = ha->Members().runtime_uuid;
   http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
     const ClusterView v = ha->Members();
     Json j;
@@ -90,23 +91,25 @@ void RestServer::ClusterRoutes() {
     if (index == nullptr) return standalone(res);
     Json j;
     j["success"] = true;
-    j["inventory_fence"] = {{"owner", self}, {"sequence", store->feed().last_sequence()}};
+    j["inventory_fence"] = {
+        {"owner", self}, {"sequence", store->feed().last_sequence()}, {"runtime_uuid", self_uuid}};
     j["scope_digest"] = index->Coverage().scope_digest;
     SendJson(res, j);
   });
   http_->Post("/cache/metadata/await", [=](const httplib::Request& req, httplib::Response& res) {
     if (index == nullptr) return standalone(res);
     const Json body = Json::parse(req.body, nullptr, false);
-    if (!body.is_object() || !body.contains("inventory_fence") ||
-        !body["inventory_fence"].is_object() ||
-        !body["inventory_fence"].value("owner", Json()).is_string() ||
-        !body["inventory_fence"].value("sequence", Json()).is_number_unsigned()) {
+    const Json fence = body.is_object() ? body.value("inventory_fence", Json()) : Json();
+    if (!fence.is_object() || !fence.value("owner", Json()).is_string() ||
+        !fence.value("sequence", Json()).is_number_unsigned() ||
+        !fence.value("runtime_uuid", Json("")).is_string()) {
       return SendError(res,
-                       "body must be {\"inventory_fence\":{\"owner\":S,\"sequence\":N},"
-                       "\"scope_digest\":S,\"timeout_ms\":N}");
+                       "body must be {\"inventory_fence\":{\"owner\":S,\"sequence\":N,"
+                       "\"runtime_uuid\":S},\"scope_digest\":S,\"timeout_ms\":N}");
     }
-    const std::string owner = body["inventory_fence"]["owner"];
-    const uint64_t sequence = body["inventory_fence"]["sequence"];
+    const std::string owner = fence["owner"];
+    const uint64_t sequence = fence["sequence"];
+    const std::string uuid = fence.value("runtime_uuid", "");
     const std::string digest = body.value("scope_digest", "");
     const CoverageView v = index->Coverage();
     if (!digest.empty() && digest != v.scope_digest) {
@@ -130,7 +133,15 @@ void RestServer::ClusterRoutes() {
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     std::optional<uint64_t> have;
+    std::string view_uuid;
+    if (owner == self && !uuid.empty() && uuid != self_uuid) {
+      // Taken by an earlier incarnation of this node: never covered here.
+      return SendError(res, "stale fence: " + self + " is now runtime " + self_uuid +
+                                "; the fence was taken by runtime " + uuid +
+                                " (a restarted owner numbers its changes anew)");
+    }
     if (owner == self) {  // this manager's own feed: woken by its changes
+      view_uuid = self_uuid;
       for (have = store->feed().last_sequence(); *have < sequence;
            have = store->feed().last_sequence()) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -139,15 +150,17 @@ void RestServer::ClusterRoutes() {
         (void)store->feed().WaitAfter(*have, left.count());
       }
     } else {  // the installed view of a peer: woken by its installs and deltas
-      have = index->AwaitOwner(owner, sequence, timeout_ms);
+      have = index->AwaitOwner(owner, uuid, sequence, timeout_ms);
+      view_uuid = index->OwnerViewUuid(owner);
     }
-    if (Status st = FenceOutcome(owner, have, sequence); !st.ok()) {
+    if (Status st = FenceOutcome(owner, uuid, have, sequence, view_uuid); !st.ok()) {
       return SendError(res, st.message());
     }
     Json j;
     j["success"] = true;
     j["owner"] = owner;
     j["covered_sequence"] = *have;
+    j["runtime_uuid"] = view_uuid;
     SendJson(res, j);
   });
 }
