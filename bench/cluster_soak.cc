@@ -17,7 +17,8 @@
 // wrong bytes, or a key never put that "exists" fail the run.
 //
 // The chaos stops for the last fifth of the run. At the end, once every view
-// is complete and fenced:
+// is complete and fenced, and every manager serves exactly one inventory
+// stream to each other one (none left behind by a killed requester):
 // - every immutable object put after the last kill (and not removed) reads
 //   back whole from its home and from another manager: a drain moves objects,
 //   it never loses them;
@@ -255,7 +256,9 @@ void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until, C
   }
 }
 
-// Every view complete, and every owner's newest change seen by every other.
+// Every view complete, every owner serving one stream to each other manager
+// (the streams of killed and restarted requesters ended, none left behind),
+// and every owner's newest change seen by every other.
 bool Converge(Shared& s) {
   const int n = static_cast<int>(s.members.size());
   for (auto& m : s.members) {
@@ -264,11 +267,15 @@ bool Converge(Shared& s) {
     if (!WaitFor(
             [&] {
               j = GetJson(rest, "/cache/metadata");
-              return j.is_object() && j["owner_views"]["complete"] == n - 1;
+              return j.is_object() && j["owner_views"]["complete"] == n - 1 &&
+                     j["streams"]["owner_streams_open"] == n - 1;
             },
             30000)) {
-      std::fprintf(stderr, "cluster soak: %s's views never completed: owner_views %s\n",
-                   m->id.c_str(), j.is_object() ? j["owner_views"].dump().c_str() : "?");
+      std::fprintf(stderr,
+                   "cluster soak: %s's views never completed or its streams never settled: "
+                   "owner_views %s, streams %s\n",
+                   m->id.c_str(), j.is_object() ? j["owner_views"].dump().c_str() : "?",
+                   j.is_object() ? j["streams"].dump().c_str() : "?");
       return false;
     }
   }
