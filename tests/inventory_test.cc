@@ -171,11 +171,13 @@ TEST(Inventory, AFenceOfAnEarlierIncarnationIsNeverCoveredByTheNextOne) {
                          Json({{"inventory_fence", now}, {"timeout_ms", 10000}}).dump());
   ASSERT_EQ(done["success"], true) << done.dump();
   EXPECT_EQ(done["runtime_uuid"], now["runtime_uuid"]);
-  // ...and the old fence's sequence, but not the old fence.
+  // ...and the old fence's sequence, but not the old fence: b saw that
+  // incarnation leave, so it refuses the fence at once.
   const Json stale = Post(*t.b.proc, "/cache/metadata/await",
-                          Json({{"inventory_fence", old}, {"timeout_ms", 200}}).dump());
+                          Json({{"inventory_fence", old}, {"timeout_ms", 30000}}).dump());
   EXPECT_EQ(stale["success"], false);
-  EXPECT_NE(stale.value("error_message", "").find("not of runtime " + old_uuid), std::string::npos)
+  EXPECT_NE(stale.value("error_message", "").find("stale fence: runtime " + old_uuid + " of a"),
+            std::string::npos)
       << stale.dump();
   // Without its incarnation the same fence cannot be told from the new one's.
   Json bare = old;

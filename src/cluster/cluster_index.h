@@ -24,14 +24,11 @@ class ClusterIndexAdapter final : public ClusterIndexView {
   CoverageView Coverage() const override;
   std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                      const std::string& key) const override;
-  std::optional<uint64_t> AwaitOwner(const std::string& owner, const std::string& uuid,
-                                     uint64_t sequence, int64_t timeout_ms) const override {
-    return index_->AwaitWatermark(
+  FenceSeen AwaitOwner(const std::string& owner, const std::string& uuid, uint64_t sequence,
+                       int64_t timeout_ms) const override {
+    return index_->AwaitFence(
         owner, uuid, sequence,
         std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
-  }
-  std::string OwnerViewUuid(const std::string& owner) const override {
-    return index_->ViewUuid(owner);
   }
 
  private:

@@ -106,6 +106,7 @@ void GlobalIndex::SetExpected(
   for (auto it = owners_.begin(); it != owners_.end();) {
     auto want = owners.find(it->first);
     if (want == owners.end() || want->second.first != it->second.uuid) {
+      RetireLocked(it->second.uuid);
       it = owners_.erase(it);  // left (or restarted as a new incarnation): hidden at once
     } else {
       ++it;
@@ -241,28 +242,48 @@ std::string GlobalIndex::ViewUuid(const std::string& owner) const {
   return it != owners_.end() && it->second.complete ? it->second.uuid : std::string();
 }
 
-std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner,
-                                                 const std::string& uuid) const {
+std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner) const {
   std::shared_lock lock(mu_);
   auto it = owners_.find(owner);
   if (it == owners_.end()) return std::nullopt;
-  const bool counts = it->second.complete && (uuid.empty() || it->second.uuid == uuid);
-  return counts ? it->second.watermark : 0;
+  return it->second.complete ? it->second.watermark : 0;
 }
 
-std::optional<uint64_t> GlobalIndex::AwaitWatermark(
-    const std::string& owner, const std::string& uuid, uint64_t sequence,
-    std::chrono::steady_clock::time_point deadline) const {
-  std::optional<uint64_t> have;
+FenceSeen GlobalIndex::SeenLocked(const std::string& owner, const std::string& uuid) const {
+  FenceSeen seen;
+  seen.retired = !uuid.empty() && retired_.contains(uuid);
+  auto it = owners_.find(owner);
+  if (it == owners_.end()) return seen;
+  const Owner& o = it->second;
+  seen.view_uuid = o.complete ? o.uuid : std::string();
+  seen.covered = o.complete && (uuid.empty() || o.uuid == uuid) ? o.watermark : 0;
+  return seen;
+}
+
+void GlobalIndex::RetireLocked(const std::string& uuid) {
+  constexpr size_t kRetiredKept = 4096;
+  if (uuid.empty() || !retired_.insert(uuid).second) return;
+  retired_order_.push_back(uuid);
+  if (retired_order_.size() > kRetiredKept) {
+    retired_.erase(retired_order_.front());
+    retired_order_.pop_front();
+  }
+}
+
+FenceSeen GlobalIndex::AwaitFence(const std::string& owner, const std::string& uuid,
+                                  uint64_t sequence,
+                                  std::chrono::steady_clock::time_point deadline) const {
+  FenceSeen seen;
   std::unique_lock wait(wait_mu_);
   ++waiters_;
   // Looked at first, after each wake-up, and once more at the deadline.
   advanced_.wait_until(wait, deadline, [&] {
-    have = WatermarkOf(owner, uuid);
-    return !have || *have >= sequence;
+    std::shared_lock lock(mu_);
+    seen = SeenLocked(owner, uuid);
+    return !seen.covered || *seen.covered >= sequence || seen.retired;
   });
   --waiters_;
-  return have;
+  return seen;
 }
 
 void GlobalIndex::NotifyAdvanced() const {

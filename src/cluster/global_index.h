@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,8 +25,10 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "cluster/ha_state.h"
 #include "tierkv/types.h"
 
 namespace tierkv {
@@ -165,13 +168,11 @@ class GlobalIndex {
   // fence) or `deadline` passes, without polling: installs, deltas and
   // membership changes wake the waiters. With a non-empty `uuid` only a view
   // of that incarnation counts: a restarted owner numbers its changes anew,
-  // so another incarnation's watermark says nothing about the fence.
-  // Returns the watermark last seen (>= sequence: covered; 0: no complete
-  // view of that incarnation), or nullopt at once when `owner` is not (or
-  // no longer) an expected owner.
-  std::optional<uint64_t> AwaitWatermark(const std::string& owner, const std::string& uuid,
-                                         uint64_t sequence,
-                                         std::chrono::steady_clock::time_point deadline) const;
+  // so another incarnation's watermark says nothing about the fence. Returns
+  // what it saw last; at once when `owner` is not (or no longer) an expected
+  // owner, or `uuid` is an incarnation that has left the membership.
+  FenceSeen AwaitFence(const std::string& owner, const std::string& uuid, uint64_t sequence,
+                       std::chrono::steady_clock::time_point deadline) const;
 
  private:
   struct Owner {
@@ -182,15 +183,22 @@ class GlobalIndex {
     std::unique_ptr<OwnerView> view;
   };
   uint64_t ActiveBytesLocked() const;
-  // nullopt: not an expected owner; 0: no complete view (of incarnation
-  // `uuid`, when it is not empty).
-  std::optional<uint64_t> WatermarkOf(const std::string& owner, const std::string& uuid = {}) const;
-  // Wakes AwaitWatermark callers (after mu_ is released).
+  // nullopt: not an expected owner; 0: no complete view.
+  std::optional<uint64_t> WatermarkOf(const std::string& owner) const;
+  // What a fence wait sees now (mu_ held).
+  FenceSeen SeenLocked(const std::string& owner, const std::string& uuid) const;
+  // Remembers that incarnation `uuid` left (mu_ held exclusively).
+  void RetireLocked(const std::string& uuid);
+  // Wakes AwaitFence callers (after mu_ is released).
   void NotifyAdvanced() const;
 
   const uint64_t budget_;
   mutable std::shared_mutex mu_;
   std::map<std::string, Owner> owners_;  // expected owners, with or without a view
+  // Incarnations that left the membership (the newest 4096), so that a fence
+  // of one is answered at once.
+  std::unordered_set<std::string> retired_;
+  std::deque<std::string> retired_order_;
   uint64_t staging_bytes_ = 0;
   uint64_t staging_views_ = 0;
   uint64_t installs_ = 0, resets_ = 0, refused_budget_ = 0;

@@ -179,6 +179,44 @@ TEST(GlobalIndex, InstallsWholeViewsAndProvesAbsenceOnlyWhenAllAreComplete) {
   EXPECT_EQ(index.Stats().complete, 0u);
 }
 
+// A fence wait counts only a view of the fence's incarnation, and ends at
+// once for an incarnation that has left the membership. (The deadlines are
+// far off: a wait that did not end at once would end with what it saw, and
+// the checks of what it saw would fail.)
+TEST(GlobalIndex, AFenceWaitCountsOnlyItsIncarnationAndEndsAtOnceForARetiredOne) {
+  GlobalIndex index(1 << 20);
+  const auto later = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(60); };
+  index.SetExpected({{"a", {"ua", 1}}});
+  index.BeginStaging();
+  index.Install("a", "ua", std::make_unique<OwnerView>(), /*watermark=*/50, /*staged=*/0);
+  FenceSeen seen = index.AwaitFence("a", "ua", 40, later());
+  EXPECT_EQ(seen.covered, 50u);
+  EXPECT_EQ(seen.view_uuid, "ua");
+  EXPECT_FALSE(seen.retired);
+  EXPECT_EQ(index.AwaitFence("a", "", 40, later()).covered, 50u);  // no incarnation named
+  // a restarts: its old incarnation's fences end at once, whatever the new
+  // view's watermark.
+  index.SetExpected({{"a", {"ua-2", 1}}});
+  index.BeginStaging();
+  index.Install("a", "ua-2", std::make_unique<OwnerView>(), 80, 0);
+  seen = index.AwaitFence("a", "ua", 40, later());
+  EXPECT_TRUE(seen.retired);
+  EXPECT_EQ(seen.covered, 0u);  // the new view does not cover the old fence
+  EXPECT_EQ(seen.view_uuid, "ua-2");
+  EXPECT_NE(FenceOutcome("a", "ua", 40, seen).message().find("stale fence"), std::string::npos);
+  // A fence of an incarnation not seen yet is not covered by another's view.
+  seen = index.AwaitFence("a", "ua-3", 40, std::chrono::steady_clock::now());
+  EXPECT_FALSE(seen.retired);
+  EXPECT_EQ(seen.covered, 0u);
+  EXPECT_NE(FenceOutcome("a", "ua-3", 40, seen).message().find("timeout"), std::string::npos);
+  EXPECT_TRUE(FenceOutcome("a", "ua-2", 80, index.AwaitFence("a", "ua-2", 80, later())).ok());
+  // An owner that left: unknown at once.
+  index.SetExpected({});
+  seen = index.AwaitFence("a", "ua-2", 1, later());
+  EXPECT_FALSE(seen.covered.has_value());
+  EXPECT_NE(FenceOutcome("a", "ua-2", 1, seen).message().find("unknown owner"), std::string::npos);
+}
+
 TEST(GlobalIndex, TheBudgetRefusesStagingThatWouldNotFit) {
   GlobalIndex index(1000);
   index.SetExpected({{"a", {"ua", 0}}});

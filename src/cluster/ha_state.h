@@ -100,6 +100,16 @@ struct RemoteBlobView {
   bool complete = true;  // false: a partial hint from a broken stream
 };
 
+// What a wait for an inventory fence saw last.
+struct FenceSeen {
+  // The sequence the view of the fence's owner covers (0: no complete view
+  // of the fence's incarnation); nullopt: the owner is not a live member
+  // other than this manager.
+  std::optional<uint64_t> covered;
+  std::string view_uuid;  // the incarnation that view is of ("" when none is complete)
+  bool retired = false;   // the fence's incarnation has left the membership seen here
+};
+
 // The global index as http/ sees it (cluster mode only).
 class ClusterIndexView {
  public:
@@ -107,42 +117,38 @@ class ClusterIndexView {
   virtual CoverageView Coverage() const = 0;
   virtual std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                              const std::string& key) const = 0;
-  // Waits up to `timeout_ms` for that sequence to reach `sequence` (only a
-  // view of incarnation `uuid` counts, when it is not empty); returns the
-  // sequence last seen, or nullopt at once when `owner` is not a live member
-  // other than this manager.
-  virtual std::optional<uint64_t> AwaitOwner(const std::string& owner, const std::string& uuid,
-                                             uint64_t sequence, int64_t timeout_ms) const = 0;
-  // The runtime UUID of the incarnation the complete view of `owner` is of
-  // ("" when there is none).
-  virtual std::string OwnerViewUuid(const std::string& owner) const = 0;
+  // Waits up to `timeout_ms` until this manager's view of `owner` covers
+  // `sequence` (only a view of incarnation `uuid` counts, when it is not
+  // empty); returns at once when `owner` is not a live member other than
+  // this manager, or `uuid` has left the membership.
+  virtual FenceSeen AwaitOwner(const std::string& owner, const std::string& uuid, uint64_t sequence,
+                               int64_t timeout_ms) const = 0;
 };
 
 // What a wait for an inventory fence (`owner`, `sequence`, and the runtime
-// UUID `uuid` of the incarnation that took it, when named) came to, given
-// the sequence the view of `owner` last covered (nullopt: not a live member
-// other than this manager) and the incarnation that view is of
-// (`view_uuid`, "" when there is no complete view): OK when covered, else
-// UNAVAILABLE "unknown owner: ..." or "timeout: ...". The one wording of
-// /cache/metadata/await and Peer/Drop.
-inline Status FenceOutcome(const std::string& owner, const std::string& uuid,
-                           std::optional<uint64_t> covered, uint64_t sequence,
-                           const std::string& view_uuid) {
-  if (!covered) {
+// UUID `uuid` of the incarnation that took it, when named) came to: OK when
+// covered, else UNAVAILABLE "unknown owner: ...", "stale fence: ..." or
+// "timeout: ...". The one wording of /cache/metadata/await and Peer/Drop.
+inline Status FenceOutcome(const std::string& owner, const std::string& uuid, uint64_t sequence,
+                           const FenceSeen& seen) {
+  if (!seen.covered) {
     return Status(Code::kUnavailable,
                   "unknown owner: " + owner +
                       " is not a live member of this cluster (a fence names the owner's node id)");
   }
-  if (!uuid.empty() && view_uuid != uuid) {
-    return Status(Code::kUnavailable,
-                  "timeout: the view of " + owner + " here " +
-                      (view_uuid.empty() ? "is not complete" : "is of runtime " + view_uuid) +
-                      ", not of runtime " + uuid +
-                      ", which took the fence (a restarted owner numbers its changes anew)");
+  if (seen.retired) {
+    return Status(Code::kUnavailable, "stale fence: runtime " + uuid + " of " + owner +
+                                          ", which took it, has left the cluster (a restarted "
+                                          "owner numbers its changes anew)");
   }
-  if (*covered >= sequence) return Status::Ok();
+  if (!uuid.empty() && !seen.view_uuid.empty() && seen.view_uuid != uuid) {
+    return Status(Code::kUnavailable, "timeout: the view of " + owner + " here is of runtime " +
+                                          seen.view_uuid + ", not of runtime " + uuid +
+                                          ", which took the fence");
+  }
+  if (*seen.covered >= sequence) return Status::Ok();
   return Status(Code::kUnavailable, "timeout: the view of " + owner + " covers sequence " +
-                                        std::to_string(*covered) + ", not yet " +
+                                        std::to_string(*seen.covered) + ", not yet " +
                                         std::to_string(sequence));
 }
 

@@ -212,11 +212,11 @@ class PeerService final : public tierkv::peer::Peer::Service {
     if (!uuid.empty() && index_->ViewUuid(source) != uuid) return false;
     const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
     if (!slot) return false;
-    const std::optional<uint64_t> have =
-        index_->AwaitWatermark(source, uuid, sequence,
-                               std::chrono::steady_clock::now() +
-                                   WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
-    return have && *have >= sequence;
+    const FenceSeen seen =
+        index_->AwaitFence(source, uuid, sequence,
+                           std::chrono::steady_clock::now() +
+                               WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
+    return seen.covered && *seen.covered >= sequence;
   }
 
   // A drained value is removed only once this manager's own view of the
@@ -238,15 +238,11 @@ class PeerService final : public tierkv::peer::Peer::Service {
                                             "); the copies are kept, retry later");
     }
     // Bounded, and answered before the caller's own deadline.
-    const std::optional<uint64_t> have =
-        index_->AwaitWatermark(fence.owner(), fence.owner_uuid(), fence.sequence(),
-                               std::chrono::steady_clock::now() +
-                                   WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
-    // The incarnation is looked at after the wait: a view that covered the
-    // fence but is now of another incarnation proves nothing about the
-    // copies the fence names.
-    Status st = FenceOutcome(fence.owner(), fence.owner_uuid(), have, fence.sequence(),
-                             index_->ViewUuid(fence.owner()));
+    const FenceSeen seen =
+        index_->AwaitFence(fence.owner(), fence.owner_uuid(), fence.sequence(),
+                           std::chrono::steady_clock::now() +
+                               WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
+    Status st = FenceOutcome(fence.owner(), fence.owner_uuid(), fence.sequence(), seen);
     if (st.ok()) return st;
     return Status(st.code(), st.message() + "; the copies are kept");
   }

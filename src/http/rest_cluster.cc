@@ -132,35 +132,29 @@ void RestServer::ClusterRoutes() {
                                 "); retry later");
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    std::optional<uint64_t> have;
-    std::string view_uuid;
-    if (owner == self && !uuid.empty() && uuid != self_uuid) {
-      // Taken by an earlier incarnation of this node: never covered here.
-      return SendError(res, "stale fence: " + self + " is now runtime " + self_uuid +
-                                "; the fence was taken by runtime " + uuid +
-                                " (a restarted owner numbers its changes anew)");
-    }
+    FenceSeen seen;
     if (owner == self) {  // this manager's own feed: woken by its changes
-      view_uuid = self_uuid;
-      for (have = store->feed().last_sequence(); *have < sequence;
-           have = store->feed().last_sequence()) {
+      seen.view_uuid = self_uuid;
+      // A fence of another incarnation of this node is an earlier one's.
+      seen.retired = !uuid.empty() && uuid != self_uuid;
+      for (seen.covered = store->feed().last_sequence(); !seen.retired && *seen.covered < sequence;
+           seen.covered = store->feed().last_sequence()) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) break;
-        (void)store->feed().WaitAfter(*have, left.count());
+        (void)store->feed().WaitAfter(*seen.covered, left.count());
       }
     } else {  // the installed view of a peer: woken by its installs and deltas
-      have = index->AwaitOwner(owner, uuid, sequence, timeout_ms);
-      view_uuid = index->OwnerViewUuid(owner);
+      seen = index->AwaitOwner(owner, uuid, sequence, timeout_ms);
     }
-    if (Status st = FenceOutcome(owner, uuid, have, sequence, view_uuid); !st.ok()) {
+    if (Status st = FenceOutcome(owner, uuid, sequence, seen); !st.ok()) {
       return SendError(res, st.message());
     }
     Json j;
     j["success"] = true;
     j["owner"] = owner;
-    j["covered_sequence"] = *have;
-    j["runtime_uuid"] = view_uuid;
+    j["covered_sequence"] = *seen.covered;
+    j["runtime_uuid"] = seen.view_uuid;
     SendJson(res, j);
   });
 }
