@@ -49,11 +49,19 @@ std::string AwaitJobEnd(const ManagerProcess& coord, const std::string& id, int 
 struct CoordinatorAndB {
   explicit CoordinatorAndB(const std::vector<std::string>& flags = {})
       : a(StartCoordinator(etcd.endpoints(), cluster, flags)),
-        b(StartNode(etcd.endpoints(), cluster, "b", flags)) {}
+        b(StartNode(etcd.endpoints(), cluster, "b", flags)) {
+    // Each sees the other, with a complete view, before the test begins.
+    const auto complete = [](const Node& n) {
+      const Json j = GetJson(*n.proc, "/cache/metadata");
+      return j.is_object() && j["owner_views"]["complete"] == 1;
+    };
+    ready = WaitFor([&] { return complete(a) && complete(b); });
+  }
   EtcdCluster etcd{1};
   const std::string cluster = UniqueCluster();
   Node a;
   Node b;
+  bool ready = false;
 };
 
 TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
@@ -303,7 +311,8 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
   // A fence of another incarnation of a (a restarted owner numbers its
   // changes anew), whose sequence a's view here covers: not covered by a view
   // of another incarnation, so refused when the wait ends (within the
-  // caller's deadline), kept.
+  // caller's deadline; an incarnation b never saw may be one it has yet to
+  // see), kept.
   const std::string uuid_a = RuntimeUuid(b, "a");
   ASSERT_FALSE(uuid_a.empty());
   r = DropWithFence(b, "f1", gen, "a", seq, 1500, "an-earlier-runtime");
@@ -335,6 +344,7 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
 // moved.
 TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
   CoordinatorAndB two;
+  ASSERT_TRUE(two.ready);
   Node &a = two.a, &b = two.b;
   auto ca = Client::Connect(a.proc->uds());
   auto cb = Client::Connect(b.proc->uds());
@@ -347,8 +357,8 @@ TEST(Drain, ADifferentValueOnTheTargetIsNeitherReplacedNorDropped) {
     const Json fence = Json::parse(PostText(*from.proc, "/cache/sync", ""), nullptr, false);
     ASSERT_TRUE(fence.contains("inventory_fence")) << fence.dump();
     const Json body = {{"inventory_fence", fence["inventory_fence"]}, {"timeout_ms", 10000}};
-    ASSERT_NE(PostText(*to.proc, "/cache/metadata/await", body.dump()).find("covered_sequence"),
-              std::string::npos);
+    const std::string got = PostText(*to.proc, "/cache/metadata/await", body.dump());
+    ASSERT_NE(got.find("covered_sequence"), std::string::npos) << got;
   };
   ASSERT_TRUE((*cb)->Put("older", v1).ok());
   ASSERT_TRUE((*cb)->Put("same", v2).ok());
@@ -431,6 +441,7 @@ peer::ItemResults PullOn(const Node& target, const std::string& source, const st
 // gone.
 TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
   CoordinatorAndB two;
+  ASSERT_TRUE(two.ready);
   Node &a = two.a, &b = two.b;
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
@@ -671,6 +682,7 @@ TEST(Drain, AnObjectInDramAndOnSsdIsMovedOnceWhereverItsRecordsFall) {
 // Pull of 6 MB), list as about 16 MB; every one of them is moved.
 TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
   CoordinatorAndB two({"--dram-size", "256MiB", "--max-key-bytes", "131072"});
+  ASSERT_TRUE(two.ready);
   Node &a = two.a, &b = two.b;
   auto cb = Client::Connect(b.proc->uds());
   ASSERT_TRUE(cb.ok());
@@ -721,6 +733,7 @@ TEST(Drain, AListingLargerThanOneMessageIsDrainedWhole) {
 
 TEST(Drain, CancelStopsAJobBetweenBatches) {
   CoordinatorAndB two({"--dram-size", "512MiB"});
+  ASSERT_TRUE(two.ready);
   Node &a = two.a, &b = two.b;
   auto ca = Client::Connect(a.proc->uds());
   ASSERT_TRUE(ca.ok());
