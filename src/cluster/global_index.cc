@@ -233,20 +233,12 @@ IndexStats GlobalIndex::Stats() const {
 }
 
 uint64_t GlobalIndex::Watermark(const std::string& owner) const {
-  return WatermarkOf(owner).value_or(0);
+  return Seen(owner, "").covered.value_or(0);
 }
 
-std::string GlobalIndex::ViewUuid(const std::string& owner) const {
+FenceSeen GlobalIndex::Seen(const std::string& owner, const std::string& uuid) const {
   std::shared_lock lock(mu_);
-  auto it = owners_.find(owner);
-  return it != owners_.end() && it->second.complete ? it->second.uuid : std::string();
-}
-
-std::optional<uint64_t> GlobalIndex::WatermarkOf(const std::string& owner) const {
-  std::shared_lock lock(mu_);
-  auto it = owners_.find(owner);
-  if (it == owners_.end()) return std::nullopt;
-  return it->second.complete ? it->second.watermark : 0;
+  return SeenLocked(owner, uuid);
 }
 
 FenceSeen GlobalIndex::SeenLocked(const std::string& owner, const std::string& uuid) const {
@@ -278,8 +270,7 @@ FenceSeen GlobalIndex::AwaitFence(const std::string& owner, const std::string& u
   ++waiters_;
   // Looked at first, after each wake-up, and once more at the deadline.
   advanced_.wait_until(wait, deadline, [&] {
-    std::shared_lock lock(mu_);
-    seen = SeenLocked(owner, uuid);
+    seen = Seen(owner, uuid);
     return !seen.covered || *seen.covered >= sequence || seen.retired;
   });
   --waiters_;

@@ -161,9 +161,9 @@ class GlobalIndex {
   IndexStats Stats() const;
   // The watermark of `owner`'s complete view (0 when none).
   uint64_t Watermark(const std::string& owner) const;
-  // The runtime UUID of the incarnation `owner`'s complete view is of (""
-  // when there is no complete view).
-  std::string ViewUuid(const std::string& owner) const;
+  // What a wait for a fence of `owner` (of incarnation `uuid`, when it is
+  // not empty) sees now; FenceSeen says what each field means.
+  FenceSeen Seen(const std::string& owner, const std::string& uuid) const;
   // Waits until `owner`'s complete view reaches `sequence` (an inventory
   // fence) or `deadline` passes, without polling: installs, deltas and
   // membership changes wake the waiters. With a non-empty `uuid` only a view
@@ -183,8 +183,6 @@ class GlobalIndex {
     std::unique_ptr<OwnerView> view;
   };
   uint64_t ActiveBytesLocked() const;
-  // nullopt: not an expected owner; 0: no complete view.
-  std::optional<uint64_t> WatermarkOf(const std::string& owner) const;
   // What a fence wait sees now (mu_ held).
   FenceSeen SeenLocked(const std::string& owner, const std::string& uuid) const;
   // Remembers that incarnation `uuid` left (mu_ held exclusively).

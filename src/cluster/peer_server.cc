@@ -134,13 +134,14 @@ class PeerService final : public tierkv::peer::Peer::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "a Pull names the source and one generation per key");
     }
-    // Once the view of the source here has reached the listing, a value it
-    // does not show is no longer the source's (removed or replaced since),
-    // when the view holds every namespace and is of the listed incarnation.
-    const bool covered =
-        AwaitListing(*ctx, req->source(), req->source_uuid(), req->listed_sequence()) &&
-        every_namespace_ && !req->source_uuid().empty() &&
-        index_->ViewUuid(req->source()) == req->source_uuid();
+    // Waited for whatever the scope, so that the values listed are in the
+    // index here when they are fetched. Once the view of the source here has
+    // reached the listing, a value it does not show is no longer the
+    // source's (removed or replaced since), when the view holds every
+    // namespace and is of the listed incarnation.
+    const bool reached =
+        AwaitListing(*ctx, req->source(), req->source_uuid(), req->listed_sequence());
+    const bool covered = reached && every_namespace_ && !req->source_uuid().empty();
     std::vector<std::string_view> keys(req->keys().begin(), req->keys().end());
     const std::span<const uint64_t> generations(req->generations().data(), req->generations_size());
     for (const RemoteFetcher::PullOutcome& o :
@@ -197,19 +198,18 @@ class PeerService final : public tierkv::peer::Peer::Service {
     return std::clamp(caller_left, std::chrono::milliseconds(0), cap);
   }
 
-  // Pull: waits until this manager's view of `source` has reached
-  // `sequence` (the listing's). True when it has; false when it has not in
-  // time, when no Pull or Drop wait is free, or when there is nothing to wait
-  // for (sequence 0). Only a complete view is waited for, and only one of
-  // the listed incarnation `uuid` (when named): one that lags catches up
-  // within a delta batch, while one that is missing (a stream being reset,
-  // a view refused by the index budget) or of another incarnation may stay
-  // so, and each batch of a drain would wait in vain.
+  // Pull: waits until this manager's view of `source`, of incarnation
+  // `uuid`, has reached `sequence` (the listing's). True when it has; false
+  // when it has not in time, when no Pull or Drop wait is free, or when there
+  // is nothing to wait for (sequence 0). Only a complete view of that
+  // incarnation is waited for: one that lags catches up within a delta
+  // batch, while one that is missing (a stream being reset, a view refused
+  // by the index budget) or of another incarnation may stay so, and each
+  // batch of a drain would wait in vain.
   bool AwaitListing(const grpc::ServerContext& ctx, const std::string& source,
                     const std::string& uuid, uint64_t sequence) const {
     if (sequence == 0 || index_ == nullptr) return false;
-    if (index_->Watermark(source) == 0) return false;
-    if (!uuid.empty() && index_->ViewUuid(source) != uuid) return false;
+    if (index_->Seen(source, uuid).covered.value_or(0) == 0) return false;
     const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
     if (!slot) return false;
     const FenceSeen seen =

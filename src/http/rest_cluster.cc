@@ -18,8 +18,9 @@ void RestServer::ClusterRoutes() {
   ClusterIndexView* index = deps_.cluster_index;
   HaStateProvider* ha = deps_.ha;
   Store* store = deps_.store;
-  const std::string self = ha->Members().node_id;  // fixed for the process
-  const std::string self_uuid = ha->Members().runtime_uuid;
+  const ClusterView me = ha->Members();
+  const std::string self = me.node_id;  // both fixed for the process
+  const std::string self_uuid = me.runtime_uuid;
   http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
     const ClusterView v = ha->Members();
     Json j;
