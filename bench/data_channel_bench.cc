@@ -21,14 +21,12 @@
 // that polls the socket before a wait sleeps (spin_us 400, the manager's
 // default --spin-us) and by one that sleeps at once (spin_us 0).
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench_util.h"
+#include "channel_rig.h"
 #include "remote_bench_util.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
@@ -37,33 +35,7 @@ namespace tierkv::bench {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-constexpr uint64_t kGeneration = 3;
-
-// A pool of `size` bytes, far larger than the caches as a manager's is. The
-// ticket of a READ is the item size it slices the pool by (a bench's
-// convention): item i is bytes [i * ticket, (i + 1) * ticket).
-class SlicedGrant final : public transfer::GrantSource {
- public:
-  explicit SlicedGrant(uint64_t size) : bytes_(size) {
-    for (uint64_t i = 0; i < size; i += 4096) bytes_[i] = static_cast<uint8_t>(i >> 12);
-  }
-  Result<transfer::GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) override {
-    if (ticket == 0 || generation != kGeneration || (item + 1) * ticket > bytes_.size()) {
-      return NotFound("no grant");
-    }
-    return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket};
-  }
-  uint64_t items(uint64_t size) const { return bytes_.size() / size; }
-  // Every authorization is granted at once (what the READs check is Open's),
-  // on the connection's event loop.
-  Result<std::string> Authorize(uint64_t, std::string_view) override { return std::string(); }
-  std::optional<Result<std::string>> TryAuthorize(uint64_t, std::string_view) override {
-    return std::string();
-  }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
+constexpr uint64_t kGeneration = kRigGeneration;
 
 // The same grants, every authorization decided on the server's blocking pool
 // (as one that must wait for a rewarm is).
@@ -80,29 +52,6 @@ class PoolDecided final : public transfer::GrantSource {
  private:
   SlicedGrant* const grants_;
 };
-
-// `total` bytes read as items of `size` by `threads`, walking the pool; GB/s,
-// 0 on a failure.
-double ChannelGBps(transfer::TcpTransport& t, const SlicedGrant& pool, const std::string& ep,
-                   uint64_t size, uint64_t total, int threads) {
-  std::vector<std::vector<uint8_t>> dest(threads, std::vector<uint8_t>(size, 1));
-  std::atomic<bool> failed{false};
-  const uint64_t per = std::max<uint64_t>(1, total / size / static_cast<uint64_t>(threads));
-  const uint64_t items = pool.items(size);
-  const double t0 = NowSeconds();
-  std::vector<std::thread> ts;
-  for (int i = 0; i < threads; ++i) {
-    ts.emplace_back([&, i] {
-      for (uint64_t n = 0; n < per; ++n) {
-        const auto item = static_cast<uint32_t>((n * threads + i) % items);
-        if (!t.Read(ep, {size, item, kGeneration, 0, size}, dest[i].data()).ok()) failed = true;
-      }
-    });
-  }
-  for (std::thread& th : ts) th.join();
-  const double secs = NowSeconds() - t0;
-  return failed ? 0 : double(per * size * static_cast<uint64_t>(threads)) / secs / 1e9;
-}
 
 // `ops` authorizations of item-sized tickets, each with a READ of one item:
 // after the answer (`early` false) or right behind the AUTHORIZE. Latencies of
