@@ -4,8 +4,10 @@
 // owner's transfer budget, and the owner killed in the middle of the READs.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -323,6 +325,29 @@ TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
     Result<std::string> v = (*cb)->Get("k");
     return v.ok() && *v == "second value";
   }));
+}
+
+// A large value moves as ranges on several data connections at once, but in
+// no more ranges than the requester has CPUs to receive and check them on.
+TEST(RemoteRead, ALargeValueMovesInNoMoreRangesThanTheRequesterHasCpus) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--data-connections", "4"});
+  constexpr size_t kBig = 16u << 20;  // four ranges of 4 MiB at most
+  PutAll(*a.proc, {{"big", kBig}});
+  ASSERT_TRUE(SeesAll(*b.proc, 1));
+  auto c = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(c.ok());
+  Result<std::string> v = (*c)->Get("big");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(*v == PatternValue("big", kBig));
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  ASSERT_EQ(sched_getaffinity(0, sizeof cpus, &cpus), 0);  // b runs on these too
+  const int64_t ranges = std::min(4, CPU_COUNT(&cpus));
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_reads_total{result=\"sent\"}"), ranges);
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_data_bytes_sent_total"), static_cast<int64_t>(kBig));
 }
 
 // A value held only on the owner's SSD is authorized on the owner's blocking

@@ -341,7 +341,8 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--transfer-grant-timeout-ms", cl.grant_timeout_ms,
                  "cluster mode: a source grant not released by its requester ends after this");
   app.add_option("--data-connections", cl.data_connections,
-                 "cluster mode: data channel connections to each peer");
+                 "cluster mode: data channel connections to each peer (READs at once: at "
+                 "most one per CPU)");
   app.add_option("--peer-tls-cert", cl.peer_tls_cert,
                  "cluster mode: PEM certificate chain this manager presents to peers (mutual TLS "
                  "on peer gRPC and the data channel)");

@@ -1,12 +1,30 @@
 #include "manager/manager.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "cluster/etcd_metadata.h"
 
 namespace tierkv {
+
+namespace {
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+size_t UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    return static_cast<size_t>(std::max(1, CPU_COUNT(&set)));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
 
 Status Manager::OpenSsd() {
   const SsdConfig& c = config_.ssd;
@@ -82,7 +100,11 @@ Status Manager::WireRemoteReads() {
   FetcherOptions fo;
   fo.node_id = config_.node_id;
   fo.runtime_uuid = mem->runtime_uuid();
-  fo.parallel_reads = cl.data_connections;
+  // READs of one segment, or ranges of one value, at once: one per data
+  // connection, and no more than the CPUs this manager may run on. Each
+  // READ's receive and checksum keep a core busy, so more of them would only
+  // take turns on the same cores (docs/cluster.md, the data channel).
+  fo.parallel_reads = std::min<size_t>(static_cast<size_t>(cl.data_connections), UsableCpus());
   fo.lookahead = cl.remote_lookahead;
   fo.authorize_over_data = cl.remote_authorize_via == "data";
   fo.credentials = peer_credentials_;
