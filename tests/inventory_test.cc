@@ -148,10 +148,11 @@ TEST(Inventory, ASyncFenceAwaitedOnAnotherManagerMakesThePutVisibleEveryTime) {
   EXPECT_EQ(Post(*t.b.proc, "/cache/metadata/await", "{}")["success"], false);
 }
 
-// A fence names the incarnation that took it: a restarted owner numbers its
-// changes anew, so the view of its next incarnation soon passes the old
-// fence's sequence without holding what the old one stored. That view
-// covers the new incarnation's fences, never the old one's.
+// A fence names the incarnation that took it (runtime UUID and epoch): a
+// restarted owner numbers its changes anew, so the view of its next
+// incarnation soon passes the old fence's sequence without holding what the
+// old one stored. That view covers the new incarnation's fences, never the
+// old one's.
 TEST(Inventory, AFenceOfAnEarlierIncarnationIsNeverCoveredByTheNextOne) {
   TwoManagers t;
   ASSERT_TRUE(t.ready());
@@ -166,6 +167,7 @@ TEST(Inventory, AFenceOfAnEarlierIncarnationIsNeverCoveredByTheNextOne) {
   const Json now = Post(*t.a.proc, "/cache/sync", "")["inventory_fence"];
   ASSERT_NE(now.value("runtime_uuid", ""), old_uuid);
   ASSERT_GT(now["sequence"].get<uint64_t>(), old["sequence"].get<uint64_t>());
+  ASSERT_GT(now.value("epoch", 0u), old.value("epoch", 0u)) << old.dump() << now.dump();
   // b's view of the new incarnation covers the new fence...
   const Json done = Post(*t.b.proc, "/cache/metadata/await",
                          Json({{"inventory_fence", now}, {"timeout_ms", 10000}}).dump());
@@ -179,9 +181,21 @@ TEST(Inventory, AFenceOfAnEarlierIncarnationIsNeverCoveredByTheNextOne) {
   EXPECT_NE(stale.value("error_message", "").find("stale fence: runtime " + old_uuid + " of a"),
             std::string::npos)
       << stale.dump();
+  // An incarnation b never saw (as if a had restarted twice between two of
+  // b's looks at the member list) is stale at once too, by its epoch.
+  Json unseen = old;
+  unseen["runtime_uuid"] = "an-incarnation-b-never-saw";
+  const Json gone = Post(*t.b.proc, "/cache/metadata/await",
+                         Json({{"inventory_fence", unseen}, {"timeout_ms", 30000}}).dump());
+  EXPECT_EQ(gone["success"], false);
+  EXPECT_NE(gone.value("error_message", "")
+                .find("a now runs epoch " + std::to_string(now["epoch"].get<uint64_t>())),
+            std::string::npos)
+      << gone.dump();
   // Without its incarnation the same fence cannot be told from the new one's.
   Json bare = old;
   bare.erase("runtime_uuid");
+  bare.erase("epoch");
   EXPECT_EQ(Post(*t.b.proc, "/cache/metadata/await",
                  Json({{"inventory_fence", bare}, {"timeout_ms", 200}}).dump())["success"],
             true);
@@ -189,9 +203,16 @@ TEST(Inventory, AFenceOfAnEarlierIncarnationIsNeverCoveredByTheNextOne) {
   const Json own = Post(*t.a.proc, "/cache/metadata/await",
                         Json({{"inventory_fence", old}, {"timeout_ms", 30000}}).dump());
   EXPECT_NE(own.value("error_message", "").find("stale fence"), std::string::npos) << own.dump();
-  // A runtime_uuid that is not a string is a malformed body.
+  // A runtime_uuid that is not a string, or an epoch that is not a count, is
+  // a malformed body.
   Json odd = now;
   odd["runtime_uuid"] = 7;
+  EXPECT_NE(Post(*t.b.proc, "/cache/metadata/await", Json({{"inventory_fence", odd}}).dump())
+                .value("error_message", "")
+                .find("body must be"),
+            std::string::npos);
+  odd = now;
+  odd["epoch"] = -1;
   EXPECT_NE(Post(*t.b.proc, "/cache/metadata/await", Json({{"inventory_fence", odd}}).dump())
                 .value("error_message", "")
                 .find("body must be"),

@@ -24,11 +24,10 @@ class ClusterIndexAdapter final : public ClusterIndexView {
   CoverageView Coverage() const override;
   std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                      const std::string& key) const override;
-  FenceSeen AwaitOwner(const std::string& owner, const std::string& uuid, uint64_t sequence,
+  FenceSeen AwaitOwner(const FenceOwner& owner, uint64_t sequence,
                        int64_t timeout_ms) const override {
     return index_->AwaitFence(
-        owner, uuid, sequence,
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+        owner, sequence, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
   }
 
  private:

@@ -100,12 +100,11 @@ const RemoteEntry* OwnerView::Find(const KeyHash& h) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-void GlobalIndex::SetExpected(
-    const std::map<std::string, std::pair<std::string, uint32_t>>& owners) {
+void GlobalIndex::SetExpected(const std::map<std::string, Expected>& owners) {
   std::unique_lock lock(mu_);
   for (auto it = owners_.begin(); it != owners_.end();) {
     auto want = owners.find(it->first);
-    if (want == owners.end() || want->second.first != it->second.uuid) {
+    if (want == owners.end() || want->second.uuid != it->second.uuid) {
       RetireLocked(it->second.uuid);
       it = owners_.erase(it);  // left (or restarted as a new incarnation): hidden at once
     } else {
@@ -115,9 +114,11 @@ void GlobalIndex::SetExpected(
   for (const auto& [node, id] : owners) {
     auto [it, added] = owners_.try_emplace(node);
     if (added) {
-      it->second.uuid = id.first;
-      it->second.rank = id.second;
+      it->second.uuid = id.uuid;
+      it->second.rank = id.rank;
+      it->second.epoch = id.epoch;
     }
+    NoteEpochLocked(node, id.epoch);
   }
   lock.unlock();
   NotifyAdvanced();  // a waiter for an owner that left stops waiting
@@ -233,23 +234,40 @@ IndexStats GlobalIndex::Stats() const {
 }
 
 uint64_t GlobalIndex::Watermark(const std::string& owner) const {
-  return Seen(owner, "").covered.value_or(0);
+  return Seen({owner}).covered.value_or(0);
 }
 
-FenceSeen GlobalIndex::Seen(const std::string& owner, const std::string& uuid) const {
+FenceSeen GlobalIndex::Seen(const FenceOwner& owner) const {
   std::shared_lock lock(mu_);
-  return SeenLocked(owner, uuid);
+  return SeenLocked(owner);
 }
 
-FenceSeen GlobalIndex::SeenLocked(const std::string& owner, const std::string& uuid) const {
+FenceSeen GlobalIndex::SeenLocked(const FenceOwner& owner) const {
   FenceSeen seen;
-  seen.retired = !uuid.empty() && retired_.contains(uuid);
-  auto it = owners_.find(owner);
+  if (auto e = newest_epoch_.find(owner.node); e != newest_epoch_.end()) seen.epoch = e->second;
+  seen.retired = (!owner.uuid.empty() && retired_.contains(owner.uuid)) ||
+                 (owner.epoch != 0 && seen.epoch > owner.epoch);
+  auto it = owners_.find(owner.node);
   if (it == owners_.end()) return seen;
   const Owner& o = it->second;
   seen.view_uuid = o.complete ? o.uuid : std::string();
-  seen.covered = o.complete && (uuid.empty() || o.uuid == uuid) ? o.watermark : 0;
+  seen.covered = o.complete && (owner.uuid.empty() || o.uuid == owner.uuid) ? o.watermark : 0;
   return seen;
+}
+
+void GlobalIndex::NoteEpochLocked(const std::string& node, uint64_t epoch) {
+  constexpr size_t kNodesKept = 4096;
+  if (epoch == 0) return;
+  auto [it, added] = newest_epoch_.try_emplace(node, epoch);
+  if (!added) {
+    it->second = std::max(it->second, epoch);
+    return;
+  }
+  epoch_order_.push_back(node);
+  if (epoch_order_.size() > kNodesKept) {
+    newest_epoch_.erase(epoch_order_.front());
+    epoch_order_.pop_front();
+  }
 }
 
 void GlobalIndex::RetireLocked(const std::string& uuid) {
@@ -262,15 +280,14 @@ void GlobalIndex::RetireLocked(const std::string& uuid) {
   }
 }
 
-FenceSeen GlobalIndex::AwaitFence(const std::string& owner, const std::string& uuid,
-                                  uint64_t sequence,
+FenceSeen GlobalIndex::AwaitFence(const FenceOwner& owner, uint64_t sequence,
                                   std::chrono::steady_clock::time_point deadline) const {
   FenceSeen seen;
   std::unique_lock wait(wait_mu_);
   ++waiters_;
   // Looked at first, after each wake-up, and once more at the deadline.
   advanced_.wait_until(wait, deadline, [&] {
-    seen = Seen(owner, uuid);
+    seen = Seen(owner);
     return !seen.covered || *seen.covered >= sequence || seen.retired;
   });
   --waiters_;

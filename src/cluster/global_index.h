@@ -134,9 +134,17 @@ class GlobalIndex {
  public:
   explicit GlobalIndex(uint64_t budget_bytes) : budget_(budget_bytes) {}
 
-  // The owners a lookup expects a view from (live members but this one).
-  // Views of owners not listed are forgotten at once.
-  void SetExpected(const std::map<std::string, std::pair<std::string, uint32_t>>& owners);
+  // A live member whose view a lookup expects: its incarnation (runtime UUID
+  // and epoch) and rank.
+  struct Expected {
+    std::string uuid;
+    uint32_t rank = 0;
+    uint64_t epoch = 0;
+  };
+  // The owners a lookup expects a view from (live members but this one), by
+  // node id. Views of owners not listed, or listed with another incarnation,
+  // are forgotten at once.
+  void SetExpected(const std::map<std::string, Expected>& owners);
 
   // Staging bytes: a follower reserves what its hidden view grows by; false
   // when active + staging would pass the budget (the view is then refused).
@@ -161,32 +169,37 @@ class GlobalIndex {
   IndexStats Stats() const;
   // The watermark of `owner`'s complete view (0 when none).
   uint64_t Watermark(const std::string& owner) const;
-  // What a wait for a fence of `owner` (of incarnation `uuid`, when it is
-  // not empty) sees now; FenceSeen says what each field means.
-  FenceSeen Seen(const std::string& owner, const std::string& uuid) const;
-  // Waits until `owner`'s complete view reaches `sequence` (an inventory
-  // fence) or `deadline` passes, without polling: installs, deltas and
-  // membership changes wake the waiters. With a non-empty `uuid` only a view
-  // of that incarnation counts: a restarted owner numbers its changes anew,
-  // so another incarnation's watermark says nothing about the fence. Returns
-  // what it saw last; at once when `owner` is not (or no longer) an expected
-  // owner, or `uuid` is an incarnation that has left the membership.
-  FenceSeen AwaitFence(const std::string& owner, const std::string& uuid, uint64_t sequence,
+  // What a wait for a fence taken by `owner` sees now; FenceSeen says what
+  // each field means.
+  FenceSeen Seen(const FenceOwner& owner) const;
+  // Waits until the complete view of `owner.node` reaches `sequence` (an
+  // inventory fence) or `deadline` passes, without polling: installs, deltas
+  // and membership changes wake the waiters. With `owner.uuid` named only a
+  // view of that incarnation counts: a restarted owner numbers its changes
+  // anew, so another incarnation's watermark says nothing about the fence.
+  // Returns what it saw last; at once when the node is not (or no longer) an
+  // expected owner, or the fence's incarnation has left the membership: its
+  // UUID was seen to leave, or its epoch is below the newest seen of the node.
+  FenceSeen AwaitFence(const FenceOwner& owner, uint64_t sequence,
                        std::chrono::steady_clock::time_point deadline) const;
 
  private:
   struct Owner {
     std::string uuid;
     uint32_t rank = 0;
+    uint64_t epoch = 0;
     bool complete = false;
     uint64_t watermark = 0;
     std::unique_ptr<OwnerView> view;
   };
   uint64_t ActiveBytesLocked() const;
   // What a fence wait sees now (mu_ held).
-  FenceSeen SeenLocked(const std::string& owner, const std::string& uuid) const;
+  FenceSeen SeenLocked(const FenceOwner& owner) const;
   // Remembers that incarnation `uuid` left (mu_ held exclusively).
   void RetireLocked(const std::string& uuid);
+  // Remembers `epoch` as the newest of `node` seen, if it is (mu_ held
+  // exclusively).
+  void NoteEpochLocked(const std::string& node, uint64_t epoch);
   // Wakes AwaitFence callers (after mu_ is released).
   void NotifyAdvanced() const;
 
@@ -197,6 +210,10 @@ class GlobalIndex {
   // of one is answered at once.
   std::unordered_set<std::string> retired_;
   std::deque<std::string> retired_order_;
+  // The newest epoch seen of each node (the newest 4096 nodes), kept after it
+  // leaves: a fence of a lower epoch is of an incarnation that has left.
+  std::unordered_map<std::string, uint64_t> newest_epoch_;
+  std::deque<std::string> epoch_order_;
   uint64_t staging_bytes_ = 0;
   uint64_t staging_views_ = 0;
   uint64_t installs_ = 0, resets_ = 0, refused_budget_ = 0;

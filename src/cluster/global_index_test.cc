@@ -189,32 +189,74 @@ TEST(GlobalIndex, AFenceWaitCountsOnlyItsIncarnationAndEndsAtOnceForARetiredOne)
   index.SetExpected({{"a", {"ua", 1}}});
   index.BeginStaging();
   index.Install("a", "ua", std::make_unique<OwnerView>(), /*watermark=*/50, /*staged=*/0);
-  FenceSeen seen = index.AwaitFence("a", "ua", 40, later());
+  FenceSeen seen = index.AwaitFence({"a", "ua"}, 40, later());
   EXPECT_EQ(seen.covered, 50u);
   EXPECT_EQ(seen.view_uuid, "ua");
   EXPECT_FALSE(seen.retired);
-  EXPECT_EQ(index.AwaitFence("a", "", 40, later()).covered, 50u);  // no incarnation named
+  EXPECT_EQ(index.AwaitFence({"a", ""}, 40, later()).covered, 50u);  // no incarnation named
   // a restarts: its old incarnation's fences end at once, whatever the new
   // view's watermark.
   index.SetExpected({{"a", {"ua-2", 1}}});
   index.BeginStaging();
   index.Install("a", "ua-2", std::make_unique<OwnerView>(), 80, 0);
-  seen = index.AwaitFence("a", "ua", 40, later());
+  seen = index.AwaitFence({"a", "ua"}, 40, later());
   EXPECT_TRUE(seen.retired);
   EXPECT_EQ(seen.covered, 0u);  // the new view does not cover the old fence
   EXPECT_EQ(seen.view_uuid, "ua-2");
-  EXPECT_NE(FenceOutcome("a", "ua", 40, seen).message().find("stale fence"), std::string::npos);
+  EXPECT_NE(FenceOutcome({"a", "ua"}, 40, seen).message().find("stale fence"), std::string::npos);
   // A fence of an incarnation not seen yet is not covered by another's view.
-  seen = index.AwaitFence("a", "ua-3", 40, std::chrono::steady_clock::now());
+  seen = index.AwaitFence({"a", "ua-3"}, 40, std::chrono::steady_clock::now());
   EXPECT_FALSE(seen.retired);
   EXPECT_EQ(seen.covered, 0u);
-  EXPECT_NE(FenceOutcome("a", "ua-3", 40, seen).message().find("timeout"), std::string::npos);
-  EXPECT_TRUE(FenceOutcome("a", "ua-2", 80, index.AwaitFence("a", "ua-2", 80, later())).ok());
+  EXPECT_NE(FenceOutcome({"a", "ua-3"}, 40, seen).message().find("timeout"), std::string::npos);
+  EXPECT_TRUE(FenceOutcome({"a", "ua-2"}, 80, index.AwaitFence({"a", "ua-2"}, 80, later())).ok());
   // An owner that left: unknown at once.
   index.SetExpected({});
-  seen = index.AwaitFence("a", "ua-2", 1, later());
+  seen = index.AwaitFence({"a", "ua-2"}, 1, later());
   EXPECT_FALSE(seen.covered.has_value());
-  EXPECT_NE(FenceOutcome("a", "ua-2", 1, seen).message().find("unknown owner"), std::string::npos);
+  EXPECT_NE(FenceOutcome({"a", "ua-2"}, 1, seen).message().find("unknown owner"),
+            std::string::npos);
+}
+
+// A fence that names its epoch ends at once when the member list here has
+// shown a later epoch of its node, even for an incarnation whose UUID was
+// never seen here (the owner restarted twice between two looks), and waits
+// for one of a later epoch than any seen (the member list may lag).
+TEST(GlobalIndex, AFenceOfAnEarlierEpochEndsAtOnceEvenForAnIncarnationNeverSeen) {
+  GlobalIndex index(1 << 20);
+  const auto later = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(60); };
+  index.SetExpected({{"a", {"ua-1", 1, /*epoch=*/1}}});
+  index.BeginStaging();
+  index.Install("a", "ua-1", std::make_unique<OwnerView>(), 50, 0);
+  EXPECT_TRUE(
+      FenceOutcome({"a", "ua-1", 1}, 40, index.AwaitFence({"a", "ua-1", 1}, 40, later())).ok());
+  // a restarts twice; this manager sees only the third incarnation.
+  index.SetExpected({{"a", {"ua-3", 1, 3}}});
+  index.BeginStaging();
+  index.Install("a", "ua-3", std::make_unique<OwnerView>(), 90, 0);
+  const FenceOwner second{"a", "ua-2", 2};  // never seen here
+  FenceSeen seen = index.AwaitFence(second, 40, later());
+  EXPECT_TRUE(seen.retired);
+  EXPECT_EQ(seen.epoch, 3u);
+  EXPECT_EQ(seen.covered, 0u);
+  const std::string stale = FenceOutcome(second, 40, seen).message();
+  EXPECT_NE(stale.find("stale fence: runtime ua-2 of a"), std::string::npos) << stale;
+  EXPECT_NE(stale.find("a now runs epoch 3"), std::string::npos) << stale;
+  // Without the epoch the same fence can only wait.
+  seen = index.AwaitFence({"a", "ua-2"}, 40, std::chrono::steady_clock::now());
+  EXPECT_FALSE(seen.retired);
+  // A fence naming only an earlier epoch is stale as well.
+  seen = index.AwaitFence({"a", "", 2}, 40, later());
+  EXPECT_TRUE(seen.retired);
+  EXPECT_NE(FenceOutcome({"a", "", 2}, 40, seen).message().find("stale fence: epoch 2 of a"),
+            std::string::npos);
+  // A later epoch than any seen waits for the member list.
+  seen = index.AwaitFence({"a", "ua-4", 4}, 40, std::chrono::steady_clock::now());
+  EXPECT_FALSE(seen.retired);
+  // The newest epoch is kept after the node leaves: its old fences stay stale.
+  index.SetExpected({});
+  EXPECT_TRUE(index.Seen({"a", "ua-2", 2}).retired);
+  EXPECT_FALSE(index.Seen({"a", "ua-2", 2}).covered.has_value());
 }
 
 TEST(GlobalIndex, TheBudgetRefusesStagingThatWouldNotFit) {

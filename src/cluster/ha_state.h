@@ -42,6 +42,7 @@ struct ClusterView {
   std::string cluster;
   std::string node_id;
   std::string runtime_uuid;         // this process's incarnation
+  uint64_t epoch = 0;               // its epoch (0 until it has registered)
   int64_t revision = 0;             // membership revision (view_version)
   std::vector<MemberView> members;  // sorted by node id
 };
@@ -100,6 +101,17 @@ struct RemoteBlobView {
   bool complete = true;  // false: a partial hint from a broken stream
 };
 
+// The incarnation that took an inventory fence: its owner's node id and,
+// when the fence names them, its runtime UUID and its epoch (0: not named).
+// A node's epoch grows with each registration, so a fence whose epoch is
+// below the member's now is of an incarnation that has left, even one this
+// manager never saw.
+struct FenceOwner {
+  std::string node;
+  std::string uuid;
+  uint64_t epoch = 0;
+};
+
 // What a wait for an inventory fence saw last.
 struct FenceSeen {
   // The sequence the view of the fence's owner covers (0: no complete view
@@ -108,6 +120,7 @@ struct FenceSeen {
   std::optional<uint64_t> covered;
   std::string view_uuid;  // the incarnation that view is of ("" when none is complete)
   bool retired = false;   // the fence's incarnation has left the membership seen here
+  uint64_t epoch = 0;     // the owner's newest epoch seen here (0: unknown)
 };
 
 // The global index as http/ sees it (cluster mode only).
@@ -117,37 +130,44 @@ class ClusterIndexView {
   virtual CoverageView Coverage() const = 0;
   virtual std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                              const std::string& key) const = 0;
-  // Waits up to `timeout_ms` until this manager's view of `owner` covers
-  // `sequence` (only a view of incarnation `uuid` counts, when it is not
-  // empty); returns at once when `owner` is not a live member other than
-  // this manager, or `uuid` has left the membership.
-  virtual FenceSeen AwaitOwner(const std::string& owner, const std::string& uuid, uint64_t sequence,
+  // Waits up to `timeout_ms` until this manager's view of `owner.node`
+  // covers `sequence` (only a view of incarnation `owner.uuid` counts, when
+  // it is named); returns at once when the node is not a live member other
+  // than this manager, or the fence's incarnation has left the membership
+  // (FenceOwner).
+  virtual FenceSeen AwaitOwner(const FenceOwner& owner, uint64_t sequence,
                                int64_t timeout_ms) const = 0;
 };
 
-// What a wait for an inventory fence (`owner`, `sequence`, and the runtime
-// UUID `uuid` of the incarnation that took it, when named) came to: OK when
-// covered, else UNAVAILABLE "unknown owner: ...", "stale fence: ..." or
-// "timeout: ...". The one wording of /cache/metadata/await and Peer/Drop.
-inline Status FenceOutcome(const std::string& owner, const std::string& uuid, uint64_t sequence,
-                           const FenceSeen& seen) {
+// What a wait for an inventory fence (taken by `owner` at `sequence`) came
+// to: OK when covered, else UNAVAILABLE "unknown owner: ...", "stale fence:
+// ..." or "timeout: ...". The one wording of /cache/metadata/await and
+// Peer/Drop.
+inline Status FenceOutcome(const FenceOwner& owner, uint64_t sequence, const FenceSeen& seen) {
   if (!seen.covered) {
     return Status(Code::kUnavailable,
-                  "unknown owner: " + owner +
+                  "unknown owner: " + owner.node +
                       " is not a live member of this cluster (a fence names the owner's node id)");
   }
   if (seen.retired) {
-    return Status(Code::kUnavailable, "stale fence: runtime " + uuid + " of " + owner +
+    const std::string taker =
+        owner.uuid.empty() ? "epoch " + std::to_string(owner.epoch) : "runtime " + owner.uuid;
+    const std::string now =
+        owner.epoch != 0 && seen.epoch > owner.epoch
+            ? "; " + owner.node + " now runs epoch " + std::to_string(seen.epoch)
+            : std::string();
+    return Status(Code::kUnavailable, "stale fence: " + taker + " of " + owner.node +
                                           ", which took it, has left the cluster (a restarted "
-                                          "owner numbers its changes anew)");
+                                          "owner numbers its changes anew)" +
+                                          now);
   }
-  if (!uuid.empty() && !seen.view_uuid.empty() && seen.view_uuid != uuid) {
-    return Status(Code::kUnavailable, "timeout: the view of " + owner + " here is of runtime " +
-                                          seen.view_uuid + ", not of runtime " + uuid +
-                                          ", which took the fence");
+  if (!owner.uuid.empty() && !seen.view_uuid.empty() && seen.view_uuid != owner.uuid) {
+    return Status(Code::kUnavailable,
+                  "timeout: the view of " + owner.node + " here is of runtime " + seen.view_uuid +
+                      ", not of runtime " + owner.uuid + ", which took the fence");
   }
   if (*seen.covered >= sequence) return Status::Ok();
-  return Status(Code::kUnavailable, "timeout: the view of " + owner + " covers sequence " +
+  return Status(Code::kUnavailable, "timeout: the view of " + owner.node + " covers sequence " +
                                         std::to_string(*seen.covered) + ", not yet " +
                                         std::to_string(sequence));
 }

@@ -483,9 +483,9 @@ Inventory::Inventory(InventoryOptions options, Store* store, GlobalIndex* index)
 Inventory::~Inventory() { Stop(); }
 
 void Inventory::SetMembers(const std::vector<MemberView>& members) {
-  std::map<std::string, std::pair<std::string, uint32_t>> expected;
+  std::map<std::string, GlobalIndex::Expected> expected;
   for (const MemberView& m : members) {
-    if (m.node_id != options_.node_id) expected[m.node_id] = {m.runtime_uuid, m.rank};
+    if (m.node_id != options_.node_id) expected[m.node_id] = {m.runtime_uuid, m.rank, m.epoch};
   }
   index_->SetExpected(expected);  // a member that left is hidden at once
   {

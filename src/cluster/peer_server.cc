@@ -209,11 +209,11 @@ class PeerService final : public tierkv::peer::Peer::Service {
   bool AwaitListing(const grpc::ServerContext& ctx, const std::string& source,
                     const std::string& uuid, uint64_t sequence) const {
     if (sequence == 0 || index_ == nullptr) return false;
-    if (index_->Seen(source, uuid).covered.value_or(0) == 0) return false;
+    if (index_->Seen({source, uuid}).covered.value_or(0) == 0) return false;
     const std::optional<BoundedCount::Slot> slot = fence_waits_.TryEnter();
     if (!slot) return false;
     const FenceSeen seen =
-        index_->AwaitFence(source, uuid, sequence,
+        index_->AwaitFence({source, uuid}, sequence,
                            std::chrono::steady_clock::now() +
                                WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
     return seen.covered && *seen.covered >= sequence;
@@ -238,11 +238,12 @@ class PeerService final : public tierkv::peer::Peer::Service {
                                             "); the copies are kept, retry later");
     }
     // Bounded, and answered before the caller's own deadline.
+    const FenceOwner owner{fence.owner(), fence.owner_uuid()};
     const FenceSeen seen =
-        index_->AwaitFence(fence.owner(), fence.owner_uuid(), fence.sequence(),
+        index_->AwaitFence(owner, fence.sequence(),
                            std::chrono::steady_clock::now() +
                                WaitWithin(ctx, std::chrono::milliseconds(kDropFenceWaitMs)));
-    Status st = FenceOutcome(fence.owner(), fence.owner_uuid(), fence.sequence(), seen);
+    Status st = FenceOutcome(owner, fence.sequence(), seen);
     if (st.ok()) return st;
     return Status(st.code(), st.message() + "; the copies are kept");
   }

@@ -90,10 +90,13 @@ void RestServer::ClusterRoutes() {
   });
   http_->Post("/cache/sync", [=](const httplib::Request&, httplib::Response& res) {
     if (index == nullptr) return standalone(res);
+    const uint64_t self_epoch = ha->Members().epoch;  // set once registered
     Json j;
     j["success"] = true;
-    j["inventory_fence"] = {
-        {"owner", self}, {"sequence", store->feed().last_sequence()}, {"runtime_uuid", self_uuid}};
+    j["inventory_fence"] = {{"owner", self},
+                            {"sequence", store->feed().last_sequence()},
+                            {"runtime_uuid", self_uuid},
+                            {"epoch", self_epoch}};
     j["scope_digest"] = index->Coverage().scope_digest;
     SendJson(res, j);
   });
@@ -103,14 +106,15 @@ void RestServer::ClusterRoutes() {
     const Json fence = body.is_object() ? body.value("inventory_fence", Json()) : Json();
     if (!fence.is_object() || !fence.value("owner", Json()).is_string() ||
         !fence.value("sequence", Json()).is_number_unsigned() ||
-        !fence.value("runtime_uuid", Json("")).is_string()) {
+        !fence.value("runtime_uuid", Json("")).is_string() ||
+        !fence.value("epoch", Json(0u)).is_number_unsigned()) {
       return SendError(res,
                        "body must be {\"inventory_fence\":{\"owner\":S,\"sequence\":N,"
-                       "\"runtime_uuid\":S},\"scope_digest\":S,\"timeout_ms\":N}");
+                       "\"runtime_uuid\":S,\"epoch\":N},\"scope_digest\":S,\"timeout_ms\":N}");
     }
-    const std::string owner = fence["owner"];
+    const FenceOwner owner{fence["owner"], fence.value("runtime_uuid", ""),
+                           fence.value("epoch", uint64_t{0})};
     const uint64_t sequence = fence["sequence"];
-    const std::string uuid = fence.value("runtime_uuid", "");
     const std::string digest = body.value("scope_digest", "");
     const CoverageView v = index->Coverage();
     if (!digest.empty() && digest != v.scope_digest) {
@@ -134,10 +138,13 @@ void RestServer::ClusterRoutes() {
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     FenceSeen seen;
-    if (owner == self) {  // this manager's own feed: woken by its changes
+    if (owner.node == self) {  // this manager's own feed: woken by its changes
+      const uint64_t self_epoch = ha->Members().epoch;
       seen.view_uuid = self_uuid;
+      seen.epoch = self_epoch;
       // A fence of another incarnation of this node is an earlier one's.
-      seen.retired = !uuid.empty() && uuid != self_uuid;
+      seen.retired = (!owner.uuid.empty() && owner.uuid != self_uuid) ||
+                     (owner.epoch != 0 && owner.epoch < self_epoch);
       for (seen.covered = store->feed().last_sequence(); !seen.retired && *seen.covered < sequence;
            seen.covered = store->feed().last_sequence()) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -146,14 +153,14 @@ void RestServer::ClusterRoutes() {
         (void)store->feed().WaitAfter(*seen.covered, left.count());
       }
     } else {  // the installed view of a peer: woken by its installs and deltas
-      seen = index->AwaitOwner(owner, uuid, sequence, timeout_ms);
+      seen = index->AwaitOwner(owner, sequence, timeout_ms);
     }
-    if (Status st = FenceOutcome(owner, uuid, sequence, seen); !st.ok()) {
+    if (Status st = FenceOutcome(owner, sequence, seen); !st.ok()) {
       return SendError(res, st.message());
     }
     Json j;
     j["success"] = true;
-    j["owner"] = owner;
+    j["owner"] = owner.node;
     j["covered_sequence"] = *seen.covered;
     j["runtime_uuid"] = seen.view_uuid;
     SendJson(res, j);
