@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "bench_util.h"
@@ -17,6 +18,26 @@ Result<transfer::GrantSpan> SlicedGrant::Open(uint64_t ticket, uint32_t item, ui
     return NotFound("no grant");
   }
   return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket};
+}
+
+std::unique_ptr<transfer::DataServer> StartRigServer(transfer::GrantSource* grants,
+                                                     std::string* endpoint) {
+  transfer::DataServerOptions options;
+  options.listen = "127.0.0.1:0";
+  auto server = std::make_unique<transfer::DataServer>(options, grants);
+  if (Status st = server->Start(); !st.ok()) {
+    std::fprintf(stderr, "data server: %s\n", st.ToString().c_str());
+    return nullptr;
+  }
+  *endpoint = "127.0.0.1:" + std::to_string(server->port());
+  return server;
+}
+
+Result<std::unique_ptr<transfer::TcpTransport>> RigTransport(int spin_us) {
+  transfer::TcpTransportOptions options;
+  options.connections_per_peer = 4;
+  options.spin_us = spin_us;
+  return transfer::TcpTransport::Create(options);
 }
 
 double ChannelGBps(transfer::TcpTransport& t, const SlicedGrant& pool, const std::string& ep,

@@ -5,6 +5,7 @@
 #define TIERKV_BENCH_CHANNEL_RIG_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,17 @@ class SlicedGrant final : public transfer::GrantSource {
  private:
   std::vector<uint8_t> bytes_;
 };
+
+// A DataServer serving `grants` on a loopback port of the system's choosing;
+// null, with a message on stderr, when it cannot start. *endpoint gets its
+// "HOST:PORT".
+std::unique_ptr<transfer::DataServer> StartRigServer(transfer::GrantSource* grants,
+                                                     std::string* endpoint);
+
+// A TcpTransport with a manager's defaults (4 connections per peer) that
+// polls for up to `spin_us` before a wait sleeps (400: a manager's default
+// --spin-us; 0: never).
+Result<std::unique_ptr<transfer::TcpTransport>> RigTransport(int spin_us);
 
 // `total` bytes of `pool` read through `t` from the server at `ep` as items of
 // `size` by `threads` threads, walking the pool, each checked against its

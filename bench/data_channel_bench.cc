@@ -81,28 +81,13 @@ int Main(int argc, char** argv) {
   const auto [json, mib] = ParseRemoteBenchArgs(argc, argv);
   const uint64_t total = std::max<uint64_t>(mib, 64) * kMiB;
   SlicedGrant grant(total);
-  transfer::DataServerOptions so;
-  so.listen = "127.0.0.1:0";
-  transfer::DataServer server(so, &grant);
-  if (Status st = server.Start(); !st.ok()) {
-    std::fprintf(stderr, "data server: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  const std::string ep = "127.0.0.1:" + std::to_string(server.port());
+  std::string ep, pool_ep;
+  std::unique_ptr<transfer::DataServer> server = StartRigServer(&grant, &ep);
   PoolDecided pool_decided(&grant);
-  transfer::DataServer pool_server(so, &pool_decided);
-  if (Status st = pool_server.Start(); !st.ok()) {
-    std::fprintf(stderr, "data server: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  const std::string pool_ep = "127.0.0.1:" + std::to_string(pool_server.port());
-  transfer::TcpTransportOptions to;
-  to.connections_per_peer = 4;
-  to.spin_us = 400;
-  auto transport = transfer::TcpTransport::Create(to);
-  to.spin_us = 0;
-  auto sleeper = transfer::TcpTransport::Create(to);
-  if (!transport.ok() || !sleeper.ok()) return 1;
+  std::unique_ptr<transfer::DataServer> pool_server = StartRigServer(&pool_decided, &pool_ep);
+  auto transport = RigTransport(400);
+  auto sleeper = RigTransport(0);
+  if (server == nullptr || pool_server == nullptr || !transport.ok() || !sleeper.ok()) return 1;
   // Connections opened before the clock starts.
   (void)ChannelGBps(**transport, grant, ep, kMiB, 16 * kMiB, 4);
   (void)ChannelGBps(**sleeper, grant, ep, kMiB, 16 * kMiB, 4);
@@ -172,8 +157,8 @@ int Main(int argc, char** argv) {
     series.push_back(std::move(os));
     series.push_back(std::move(op));
   }
-  server.Stop();
-  pool_server.Stop();
+  server->Stop();
+  pool_server->Stop();
   PrintTable(series);
   PrintRatios(ratios);
   if (failed) {

@@ -176,19 +176,10 @@ int Main(int argc, char** argv) {
     return 1;
   }
   SlicedGrant rig_pool(std::max<uint64_t>(mib, 64) * kMiB);
-  transfer::DataServerOptions rig_server_options;
-  rig_server_options.listen = "127.0.0.1:0";
-  transfer::DataServer rig_server(rig_server_options, &rig_pool);
-  if (Status st = rig_server.Start(); !st.ok()) {
-    std::fprintf(stderr, "data server: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  const std::string rig_ep = "127.0.0.1:" + std::to_string(rig_server.port());
-  transfer::TcpTransportOptions rig_options;
-  rig_options.connections_per_peer = 4;
-  rig_options.spin_us = 400;
-  auto rig = transfer::TcpTransport::Create(rig_options);
-  if (!rig.ok()) return 1;
+  std::string rig_ep;
+  std::unique_ptr<transfer::DataServer> rig_server = StartRigServer(&rig_pool, &rig_ep);
+  auto rig = RigTransport(400);
+  if (rig_server == nullptr || !rig.ok()) return 1;
   (void)ChannelGBps(**rig, rig_pool, rig_ep, kMiB, 16 * kMiB, 4);  // connections opened
   std::vector<Series> series;
   std::vector<Ratio> ratios;
@@ -284,7 +275,7 @@ int Main(int argc, char** argv) {
   series.push_back(with);
   series.push_back(without);
   ratios.push_back({"batch 64x1MiB lookahead / without", with.GBps() / without.GBps(), 0});
-  rig_server.Stop();
+  rig_server->Stop();
   PrintTable(series);
   PrintRatios(ratios);
   if (failures > 0) std::fprintf(stderr, "%d remote gets failed\n", failures);
