@@ -107,8 +107,8 @@ struct RemoteBlobView {
 // below the member's now is of an incarnation that has left, even one this
 // manager never saw.
 struct FenceOwner {
-  std::string node;
-  std::string uuid;
+  std::string node{};
+  std::string uuid{};
   uint64_t epoch = 0;
 };
 
