@@ -183,7 +183,8 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
 // deadline of `deadline_ms`; the item's result.
 peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t generation,
                                 const std::string& fence_owner, uint64_t fence_sequence,
-                                int deadline_ms, const std::string& fence_uuid = "") {
+                                int deadline_ms, const std::string& fence_uuid = "",
+                                uint64_t fence_epoch = 0) {
   auto stub = peer::Peer::NewStub(grpc::CreateChannel(b.addr, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
@@ -196,6 +197,7 @@ peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t 
   req.mutable_fence()->set_owner(fence_owner);
   req.mutable_fence()->set_sequence(fence_sequence);
   req.mutable_fence()->set_owner_uuid(fence_uuid);
+  req.mutable_fence()->set_epoch(fence_epoch);
   peer::ItemResults out;
   const grpc::Status st = stub->Drop(&ctx, req, &out);
   EXPECT_TRUE(st.ok()) << st.error_message();
@@ -334,6 +336,24 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
                      R"({"inventory_fence":{"owner":"zz","sequence":1}})")
                 .find("unknown owner"),
             std::string::npos);
+  // a restarts (a new incarnation, a later epoch). A fence of an earlier
+  // epoch is refused at once, even under a runtime UUID b never saw, kept.
+  const uint64_t epoch_a = fence["inventory_fence"].value("epoch", 0u);
+  ASSERT_NE(epoch_a, 0u) << fence.dump();
+  ASSERT_EQ(a.proc->Stop(SIGTERM), 0);
+  a = StartNode(etcd.endpoints(), cluster, "a");
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string now = RuntimeUuid(b, "a");
+    return !now.empty() && now != uuid_a;
+  }));
+  ASSERT_TRUE((*cb)->Put("f2", PatternValue("f2", 5000)).ok());
+  const uint64_t gen2 = ListedGeneration(b, "f2");
+  r = DropWithFence(b, "f2", gen2, "a", 1, 30000, "a-runtime-b-never-saw", epoch_a);
+  EXPECT_NE(r.message().find("stale fence: runtime a-runtime-b-never-saw of a"), std::string::npos)
+      << r.message();
+  EXPECT_NE(r.message().find("a now runs epoch " + std::to_string(epoch_a + 1)), std::string::npos)
+      << r.message();
+  EXPECT_TRUE((*cb)->Exist("f2", kDefaultTenant, local).ok());
 }
 
 // Where the target of a drain already holds a key, either value may be the
@@ -472,6 +492,7 @@ TEST(Drain, AValueGoneFromTheSourceSinceItWasListedIsNeitherMovedNorFailed) {
   ASSERT_EQ(pulled.items_size(), static_cast<int>(keys.size()));
   EXPECT_EQ(pulled.fence().owner(), "a");
   EXPECT_EQ(pulled.fence().owner_uuid(), RuntimeUuid(b, "a"));
+  EXPECT_GT(pulled.fence().epoch(), 0u);  // the incarnation's epoch rides along
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(pulled.items(i).code(), static_cast<uint32_t>(Code::kNotFound)) << keys[i];
     EXPECT_TRUE(pulled.items(i).gone()) << keys[i] << ": " << pulled.items(i).message();

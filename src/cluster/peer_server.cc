@@ -153,6 +153,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
     const PeerIdentity self = identity_();
     out->mutable_fence()->set_owner(self.node_id);
     out->mutable_fence()->set_owner_uuid(self.runtime_uuid);
+    out->mutable_fence()->set_epoch(self.epoch);
     out->mutable_fence()->set_sequence(store_->feed().last_sequence());
     return grpc::Status::OK;
   }
@@ -238,7 +239,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
                                             "); the copies are kept, retry later");
     }
     // Bounded, and answered before the caller's own deadline.
-    const FenceOwner owner{fence.owner(), fence.owner_uuid()};
+    const FenceOwner owner{fence.owner(), fence.owner_uuid(), fence.epoch()};
     const FenceSeen seen =
         index_->AwaitFence(owner, fence.sequence(),
                            std::chrono::steady_clock::now() +
