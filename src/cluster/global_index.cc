@@ -116,7 +116,6 @@ void GlobalIndex::SetExpected(const std::map<std::string, Expected>& owners) {
     if (added) {
       it->second.uuid = id.uuid;
       it->second.rank = id.rank;
-      it->second.epoch = id.epoch;
     }
     NoteEpochLocked(node, id.epoch);
   }

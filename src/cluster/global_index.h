@@ -187,7 +187,6 @@ class GlobalIndex {
   struct Owner {
     std::string uuid;
     uint32_t rank = 0;
-    uint64_t epoch = 0;
     bool complete = false;
     uint64_t watermark = 0;
     std::unique_ptr<OwnerView> view;
