@@ -232,10 +232,6 @@ IndexStats GlobalIndex::Stats() const {
   return s;
 }
 
-uint64_t GlobalIndex::Watermark(const std::string& owner) const {
-  return Seen({owner}).covered.value_or(0);
-}
-
 FenceSeen GlobalIndex::Seen(const FenceOwner& owner) const {
   std::shared_lock lock(mu_);
   return SeenLocked(owner);

@@ -167,8 +167,6 @@ class GlobalIndex {
 
   IndexLookup Lookup(std::string_view tenant, std::string_view key) const;
   IndexStats Stats() const;
-  // The watermark of `owner`'s complete view (0 when none).
-  uint64_t Watermark(const std::string& owner) const;
   // What a wait for a fence taken by `owner` sees now; FenceSeen says what
   // each field means.
   FenceSeen Seen(const FenceOwner& owner) const;

@@ -160,7 +160,7 @@ TEST(GlobalIndex, InstallsWholeViewsAndProvesAbsenceOnlyWhenAllAreComplete) {
   // Deltas must continue exactly where the view stands.
   EXPECT_FALSE(index.ApplyDeltas("a", 7, 8, {Stored("y", 9)}));  // a gap
   EXPECT_TRUE(index.ApplyDeltas("a", 6, 8, {Stored("y", 9)}));
-  EXPECT_EQ(index.Watermark("a"), 8u);
+  EXPECT_EQ(index.Seen({"a"}).covered, 8u);
   EXPECT_EQ(index.Lookup("t", "y").locations.size(), 1u);
   // A broken stream keeps hints; a departed member is forgotten at once.
   index.MarkPartial("a", true);
