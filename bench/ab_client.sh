@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Same-run A/B of two builds (manager and C++ client together): 1-thread put
-# and get over shared memory of 4 KiB and 1 MiB objects.
+# and get over shared memory of 4 KiB and 1 MiB objects (SIZES, in the
+# environment, lists other sizes in bytes, up to 16 MiB).
 #
 #   bench/ab_client.sh BASE_BUILD_DIR NEW_BUILD_DIR [ROUNDS]
 #
@@ -30,8 +31,8 @@ run() {  # build size count flags
   rm -f "$sock"
 }
 for round in $(seq "$rounds"); do
-  for size in 4096 1048576; do
-    count=$([ "$size" = 4096 ] && echo 100000 || echo 900)
+  for size in ${SIZES:-4096 1048576}; do
+    count=$((size <= 4096 ? 100000 : size <= 65536 ? 20000 : 900))
     for which in base new; do
       dir=$([ "$which" = base ] && echo "$base" || echo "$new")
       flags=$([ "$which" = base ] && echo "${BASE_FLAGS:-}" || echo "${NEW_FLAGS:-}")
@@ -45,7 +46,7 @@ rows = {}
 for line in open(sys.argv[1]):
     size, which, js = line.split(" ", 2)
     rows.setdefault((size, which), []).append(json.loads(js))
-for size in ("4096", "1048576"):
+for size in dict.fromkeys(size for size, _ in rows):
     for k in ("put_gbps", "get_gbps", "put_p50_us", "get_p50_us"):
         b = statistics.median(r[k] for r in rows[(size, "base")])
         n = statistics.median(r[k] for r in rows[(size, "new")])

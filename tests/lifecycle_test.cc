@@ -133,5 +133,46 @@ TEST(Lifecycle, ClientReconnectsAfterTheManagerRestarts) {
   EXPECT_EQ(*(*c)->Get("k"), "v2");
 }
 
+// Requests a client pipelines arrive in one read of the session's buffer; the
+// session must answer every one of them before it waits on the socket again
+// (which is empty by then). No spinning, so the session would otherwise sleep
+// and park with requests unanswered.
+TEST(Lifecycle, PipelinedRequestsSentInOneWriteAreAllAnsweredInOrder) {
+  ManagerProcess m({"--spin-us", "0"});
+  RawConn c(m.tcp());
+  const std::string big(10000, 'v');  // a body longer than the session's read buffer
+  std::string frames;
+  uint64_t id = 1;
+  auto add = [&](Opcode op, const std::string& body) {
+    proto::FrameHeader h;
+    h.opcode = static_cast<uint16_t>(op);
+    h.request_id = id++;
+    proto::AppendFrame(&frames, h, body);
+  };
+  auto put = [](std::string_view key, std::string_view value) {
+    std::string body;
+    proto::Writer w(&body);
+    proto::PutRequest{"default", key, "", 0, value}.Encode(w);
+    return body;
+  };
+  add(Opcode::kPut, put("small", "v"));
+  add(Opcode::kExist, testing::KeyBody("default", "small"));
+  add(Opcode::kPut, put("big", big));
+  add(Opcode::kExist, testing::KeyBody("default", "big"));
+  for (int i = 0; i < 8; ++i) add(Opcode::kExist, testing::KeyBody("default", "absent"));
+  c.SendBytes(frames);
+  for (uint64_t want = 1; want < id; ++want) {
+    RawReply r;
+    ASSERT_TRUE(c.ReadWithin(&r, 10000)) << "no reply to request " << want;
+    EXPECT_EQ(r.header.request_id, want);
+    EXPECT_EQ(r.code(), want <= 4 ? Code::kOk : Code::kNotFound) << want << ": " << r.message();
+  }
+  auto client = Client::Connect(m.uds());
+  ASSERT_TRUE(client.ok());
+  auto v = (*client)->Get("big");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, big);
+}
+
 }  // namespace
 }  // namespace tierkv

@@ -79,6 +79,11 @@ class RawConn {
     return out->header.body_len == 0 ||
            proto::ReadFull(fd_, out->body.data(), out->body.size(), 5000).ok();
   }
+  // Read, when a frame starts within `ms`; false otherwise.
+  bool ReadWithin(RawReply* out, int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, ms) > 0 && Read(out);
+  }
   RawReply Call(proto::Opcode op, std::string_view body, uint64_t id = 1) {
     Send(op, body, id);
     RawReply r;

@@ -25,6 +25,7 @@ void Connection::Close() {
   pool_size_ = 0;
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+  reader_.Clear();
   broken_ = true;
   for (const Posted& p : posted_) {
     NoteUnknown(p, Code::kUnavailable,
@@ -156,8 +157,10 @@ Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool
                              int spin_us) {
   uint8_t hdr[proto::kHeaderSize];
   *fd = -1;
+  // The HELLO reply carries the pool's descriptor with its first byte, so
+  // that header is read unbuffered (nothing else is in flight then).
   Status st = with_fd ? proto::ReadWithFd(fd_, hdr, sizeof(hdr), fd)
-                      : proto::ReadFull(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, spin_us);
+                      : reader_.Read(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, spin_us);
   if (st.ok()) {
     *header = proto::DecodeHeader(hdr);
     st = proto::CheckHeader(*header, UINT32_MAX);
@@ -165,7 +168,7 @@ Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool
   if (st.ok()) {
     body->resize(header->body_len);
     if (header->body_len > 0) {
-      st = proto::ReadFull(fd_, body->data(), header->body_len, options_.io_timeout_ms);
+      st = reader_.Read(fd_, body->data(), header->body_len, options_.io_timeout_ms);
     }
   }
   if (!st.ok()) {

@@ -80,6 +80,7 @@ class Connection {
   const proto::Address address_;
   const ClientOptions options_;
   int fd_ = -1;
+  proto::BufferedReader reader_;  // every read of fd_ after the HELLO header goes through it
   bool broken_ = true;
   bool send_failed_ = false;  // the last request could not be written at all
   uint64_t next_request_ = 1;

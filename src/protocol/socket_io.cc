@@ -163,12 +163,13 @@ bool SpinReadable(int fd, int spin_us) {
   }
 }
 
-Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
+Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int timeout_ms,
+                int spin_us) {
   auto* p = static_cast<uint8_t*>(buf);
   size_t done = 0;
   if (SpinWindow spin(spin_us); spin.open()) {
-    while (done < n) {
-      const ssize_t r = recv(fd, p + done, n - done, MSG_DONTWAIT);
+    while (done < min) {
+      const ssize_t r = recv(fd, p + done, max - done, MSG_DONTWAIT);
       if (r > 0) {
         done += static_cast<size_t>(r);
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -178,9 +179,9 @@ Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
       }
     }
   }
-  while (done < n) {
+  while (done < min) {
     // With a timeout: try first, sleep in poll only when nothing is there yet.
-    const ssize_t r = recv(fd, p + done, n - done, timeout_ms >= 0 ? MSG_DONTWAIT : 0);
+    const ssize_t r = recv(fd, p + done, max - done, timeout_ms >= 0 ? MSG_DONTWAIT : 0);
     if (r > 0) {
       done += static_cast<size_t>(r);
     } else if (r == 0) {
@@ -192,7 +193,64 @@ Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
       return Errno("read");
     }
   }
+  *got = done;
   return Status::Ok();
+}
+
+Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
+  size_t got = 0;
+  return n == 0 ? Status::Ok() : ReadSome(fd, buf, n, n, &got, timeout_ms, spin_us);
+}
+
+BufferedReader::BufferedReader() = default;
+BufferedReader::~BufferedReader() = default;
+
+uint8_t* BufferedReader::Buffer() {
+  if (!buf_) buf_ = std::make_unique<uint8_t[]>(kCapacity);
+  return buf_.get();
+}
+
+Status BufferedReader::Read(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
+  auto* out = static_cast<uint8_t*>(buf);
+  const size_t take = std::min(n, buffered());
+  if (take > 0) std::memcpy(out, buf_.get() + begin_, take);
+  begin_ += take;
+  if (take == n) return Status::Ok();
+  begin_ = end_ = 0;
+  const size_t rest = n - take;
+  size_t got = rest;
+  Status st = rest >= kCapacity
+                  ? ReadFull(fd, out + take, rest, timeout_ms, spin_us)
+                  : ReadSome(fd, Buffer(), rest, kCapacity, &got, timeout_ms, spin_us);
+  if (!st.ok()) {
+    if (take > 0 && st.code() == Code::kUnavailable) {
+      return Status(Code::kIoError, "connection closed in the middle of a frame");
+    }
+    return st;
+  }
+  if (rest < kCapacity) {
+    std::memcpy(out + take, buf_.get(), rest);
+    begin_ = rest;
+    end_ = got;
+  }
+  return Status::Ok();
+}
+
+bool BufferedReader::SpinFill(int fd, int spin_us) {
+  if (buffered() > 0) return true;
+  SpinWindow spin(spin_us);
+  if (!spin.open()) return false;
+  uint8_t* b = Buffer();
+  begin_ = end_ = 0;
+  for (;;) {
+    const ssize_t r = recv(fd, b, kCapacity, MSG_DONTWAIT);
+    if (r > 0) {
+      end_ = static_cast<size_t>(r);
+      return true;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EINTR)) return true;  // end or error
+    if (!spin.Yield()) return false;
+  }
 }
 
 Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -101,6 +102,48 @@ class WaitAverage {
 // a yield that comes back late starts a quiet period of the calling thread's
 // SpinBackoff (shared with SpinReadable) in which it does not spin.
 Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0);
+
+// Reads at least `min` and at most `max` bytes (0 < min <= max) into `buf`,
+// whatever more than `min` is already there; *got is the count. Waits, spins
+// and fails as ReadFull.
+Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int timeout_ms,
+                int spin_us = 0);
+
+// Reads a stream socket through a small buffer, so that a frame's header and
+// a short body (and often the frame behind them) cost one recv, not two or
+// three. A rest of kCapacity bytes or more is read straight into the
+// caller's memory. Bytes it has buffered are no longer readable from the
+// socket: every read of that socket must go through it, and a wait for the
+// next frame must ask `buffered()` (or SpinFill) before it sleeps in poll.
+// The buffer (kCapacity) is allocated at the first read that needs it.
+// Not thread-safe: one per connection.
+class BufferedReader {
+ public:
+  static constexpr size_t kCapacity = 4096;
+
+  BufferedReader();
+  ~BufferedReader();
+  BufferedReader(const BufferedReader&) = delete;
+  BufferedReader& operator=(const BufferedReader&) = delete;
+
+  size_t buffered() const { return end_ - begin_; }
+  // Drops what is buffered (the connection was closed or replaced).
+  void Clear() { begin_ = end_ = 0; }
+  // Reads exactly `n` bytes, buffered ones first; same waits, timeout and
+  // errors as ReadFull (an end of stream after some of a frame's bytes, from
+  // the buffer or not, is IO_ERROR).
+  Status Read(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0);
+  // SpinReadable through the buffer: true at once when bytes are buffered,
+  // else busy-polls by reading into the buffer for up to `spin_us`; true when
+  // bytes came, or the socket ended or failed (the next Read reports it).
+  bool SpinFill(int fd, int spin_us);
+
+ private:
+  uint8_t* Buffer();
+
+  std::unique_ptr<uint8_t[]> buf_;
+  size_t begin_ = 0, end_ = 0;
+};
 
 // Polls `fd` without sleeping for up to `spin_us` microseconds; true as soon as
 // a read would not block (data, end of stream or an error). False at once

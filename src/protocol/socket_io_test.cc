@@ -1,5 +1,5 @@
-// The busy-poll back-off's rule, on explicit times, and ReadFull's spin path
-// against a writer in pieces and a closed peer.
+// The busy-poll back-off's rule, on explicit times, ReadFull's spin path
+// against a writer in pieces and a closed peer, and BufferedReader.
 
 #include "protocol/socket_io.h"
 
@@ -130,6 +130,83 @@ TEST_F(SocketPair, ASpinningReadOfAClosedPeerSaysConnectionClosed) {
   const Status st = ReadFull(fds_[0], buf, sizeof(buf), 1000, 100);
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
   EXPECT_TRUE(SpinReadable(fds_[0], 100));  // end of stream counts as readable
+}
+
+// Writes all of `data` to `fd` (the socket buffer holds it).
+void Put(int fd, const std::string& data) {
+  ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+}
+
+std::string ReadN(BufferedReader& r, int fd, size_t n, Status* st = nullptr) {
+  std::string out(n, '\0');
+  Status s = r.Read(fd, out.data(), n, 1000);
+  if (st != nullptr) *st = s;
+  return s.ok() ? out : std::string();
+}
+
+TEST_F(SocketPair, ABufferedReaderServesTheFrameBehindFromItsBuffer) {
+  // Two frames of 24 + 8 bytes sent together: one recv brings both.
+  const std::string a = std::string(24, 'h') + "bodyAAAA";
+  const std::string b = std::string(24, 'H') + "bodyBBBB";
+  Put(fds_[1], a + b);
+  BufferedReader r;
+  EXPECT_EQ(ReadN(r, fds_[0], 24), a.substr(0, 24));
+  EXPECT_EQ(r.buffered(), 8 + b.size());
+  EXPECT_EQ(ReadN(r, fds_[0], 8), "bodyAAAA");
+  // The socket is empty now: the second frame is only in the buffer, and a
+  // wait for the next request must find it there.
+  EXPECT_FALSE(SpinReadable(fds_[0], 0));
+  EXPECT_TRUE(r.SpinFill(fds_[0], 0));
+  EXPECT_EQ(ReadN(r, fds_[0], 24), b.substr(0, 24));
+  EXPECT_EQ(ReadN(r, fds_[0], 8), "bodyBBBB");
+  EXPECT_EQ(r.buffered(), 0u);
+  EXPECT_FALSE(r.SpinFill(fds_[0], 0));  // nothing buffered, no spin: not readable
+}
+
+TEST_F(SocketPair, ALongRestGoesStraightToTheCallerAndWhatFollowsIsKept) {
+  std::string big(3 * BufferedReader::kCapacity, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  Put(fds_[1], "0123456789" + big + "tail");
+  BufferedReader r;
+  EXPECT_EQ(ReadN(r, fds_[0], 4), "0123");
+  // Six bytes of it come from the buffer, the rest from the socket.
+  EXPECT_EQ(ReadN(r, fds_[0], 6 + big.size()), "456789" + big);
+  EXPECT_EQ(ReadN(r, fds_[0], 4), "tail");
+}
+
+TEST_F(SocketPair, ABufferedReaderWaitsForARestWrittenLater) {
+  BufferedReader r;
+  std::thread writer([fd = fds_[1]] {
+    Put(fd, "abc");
+    Put(fd, "defg");
+  });
+  EXPECT_EQ(ReadN(r, fds_[0], 7), "abcdefg");
+  writer.join();
+}
+
+TEST_F(SocketPair, AnEndOfStreamInsideAFrameIsAnIoErrorEvenWhenItsStartWasBuffered) {
+  Put(fds_[1], std::string(30, 'x'));
+  close(fds_[1]);
+  fds_[1] = -1;
+  BufferedReader r;
+  EXPECT_EQ(ReadN(r, fds_[0], 24), std::string(24, 'x'));
+  Status st;
+  ReadN(r, fds_[0], 24, &st);  // 6 buffered bytes, then the end
+  EXPECT_EQ(st.code(), Code::kIoError) << st.ToString();
+  ReadN(r, fds_[0], 24, &st);  // nothing at all: a clean close
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_TRUE(r.SpinFill(fds_[0], 100));  // end of stream counts as readable
+}
+
+TEST_F(SocketPair, ClearDropsWhatWasBuffered) {
+  Put(fds_[1], "stale bytes");
+  BufferedReader r;
+  EXPECT_EQ(ReadN(r, fds_[0], 1), "s");
+  EXPECT_GT(r.buffered(), 0u);
+  r.Clear();
+  EXPECT_EQ(r.buffered(), 0u);
+  Put(fds_[1], "fresh");
+  EXPECT_EQ(ReadN(r, fds_[0], 5), "fresh");
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ bool WaitReadable(int fd, int ms) {
 }  // namespace
 
 bool Session::WaitForRequest(int ms) {
+  if (reader_.buffered() > 0) return true;  // the next request is already here
   // In slices, so that a connection waiting for a worker while all are busy
   // makes an idle one give its worker up at once.
   constexpr int kSliceMs = 5;
@@ -100,11 +101,11 @@ bool Session::Serve(int park_ms) {
     const int spin = gap_.PollUs(opt.spin_us);
     const auto wait_start = std::chrono::steady_clock::now();
     uint8_t hdr[proto::kHeaderSize];
-    if (!proto::SpinReadable(fd_, spin) && !WaitForRequest(wait_ms)) {
+    if (!reader_.SpinFill(fd_, spin) && !WaitForRequest(wait_ms)) {
       if (hello_done_) return true;  // idle: park
       continue;                      // the handshake deadline is checked above
     }
-    if (!proto::ReadFull(fd_, hdr, sizeof(hdr), io_timeout).ok()) return false;  // closed
+    if (!reader_.Read(fd_, hdr, sizeof(hdr), io_timeout).ok()) return false;  // closed
     gap_.Record(std::chrono::duration_cast<std::chrono::microseconds>(
                     std::chrono::steady_clock::now() - wait_start)
                     .count());
@@ -120,7 +121,7 @@ bool Session::Serve(int park_ms) {
       return false;
     }
     body_.resize(h.body_len);
-    if (h.body_len > 0 && !proto::ReadFull(fd_, body_.data(), h.body_len, io_timeout).ok()) {
+    if (h.body_len > 0 && !reader_.Read(fd_, body_.data(), h.body_len, io_timeout).ok()) {
       return false;
     }
     server_->CountRequest();

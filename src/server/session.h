@@ -99,8 +99,9 @@ class Session {
   bool hello_done_ = false;
   std::string name_space_;  // declared at HELLO; caller_.name_space views it
   Caller caller_;
-  std::string body_;   // request body buffer, reused
-  std::string reply_;  // reply frame buffer, reused
+  proto::BufferedReader reader_;  // every read of fd_ goes through it
+  std::string body_;              // request body buffer, reused
+  std::string reply_;             // reply frame buffer, reused
   size_t reply_body_start_ = 0;
   proto::WaitAverage gap_{0};  // the wait for the next request, for adaptive spinning
   std::unordered_set<uint64_t> allocs_;
