@@ -32,7 +32,7 @@ run() {  # build size count flags
 }
 for round in $(seq "$rounds"); do
   for size in ${SIZES:-4096 1048576}; do
-    count=$((size <= 4096 ? 100000 : size <= 65536 ? 20000 : 900))
+    count=$((size <= 4096 ? 100000 : size <= 65536 ? 20000 : size <= 1048576 ? 900 : 256))
     for which in base new; do
       dir=$([ "$which" = base ] && echo "$base" || echo "$new")
       flags=$([ "$which" = base ] && echo "${BASE_FLAGS:-}" || echo "${NEW_FLAGS:-}")

@@ -115,7 +115,8 @@ Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int time
 // caller's memory. Bytes it has buffered are no longer readable from the
 // socket: every read of that socket must go through it, and a wait for the
 // next frame must ask `buffered()` (or SpinFill) before it sleeps in poll.
-// The buffer (kCapacity) is allocated at the first read that needs it.
+// The buffer (kCapacity) is allocated at the first read that needs it, and
+// can be given back while empty (Release).
 // Not thread-safe: one per connection.
 class BufferedReader {
  public:
@@ -129,6 +130,11 @@ class BufferedReader {
   size_t buffered() const { return end_ - begin_; }
   // Drops what is buffered (the connection was closed or replaced).
   void Clear() { begin_ = end_ = 0; }
+  // Frees the buffer when it holds nothing (a connection going idle); the
+  // next read that needs one allocates it again.
+  void Release() {
+    if (buffered() == 0) buf_.reset();
+  }
   // Reads exactly `n` bytes, buffered ones first; same waits, timeout and
   // errors as ReadFull (an end of stream after some of a frame's bytes, from
   // the buffer or not, is IO_ERROR).

@@ -198,13 +198,16 @@ TEST_F(SocketPair, AnEndOfStreamInsideAFrameIsAnIoErrorEvenWhenItsStartWasBuffer
   EXPECT_TRUE(r.SpinFill(fds_[0], 100));  // end of stream counts as readable
 }
 
-TEST_F(SocketPair, ClearDropsWhatWasBuffered) {
+TEST_F(SocketPair, ClearDropsWhatWasBufferedAndReleaseKeepsItUntilThen) {
   Put(fds_[1], "stale bytes");
   BufferedReader r;
   EXPECT_EQ(ReadN(r, fds_[0], 1), "s");
   EXPECT_GT(r.buffered(), 0u);
+  r.Release();  // not while bytes are buffered
+  EXPECT_EQ(ReadN(r, fds_[0], 4), "tale");
   r.Clear();
   EXPECT_EQ(r.buffered(), 0u);
+  r.Release();
   Put(fds_[1], "fresh");
   EXPECT_EQ(ReadN(r, fds_[0], 5), "fresh");
 }

@@ -102,8 +102,11 @@ bool Session::Serve(int park_ms) {
     const auto wait_start = std::chrono::steady_clock::now();
     uint8_t hdr[proto::kHeaderSize];
     if (!reader_.SpinFill(fd_, spin) && !WaitForRequest(wait_ms)) {
-      if (hello_done_) return true;  // idle: park
-      continue;                      // the handshake deadline is checked above
+      if (hello_done_) {  // idle: park, without a read buffer (nothing is in it)
+        reader_.Release();
+        return true;
+      }
+      continue;  // the handshake deadline is checked above
     }
     if (!reader_.Read(fd_, hdr, sizeof(hdr), io_timeout).ok()) return false;  // closed
     gap_.Record(std::chrono::duration_cast<std::chrono::microseconds>(
