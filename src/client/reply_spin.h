@@ -14,7 +14,6 @@
 #ifndef TIERKV_CLIENT_REPLY_SPIN_H_
 #define TIERKV_CLIENT_REPLY_SPIN_H_
 
-#include <array>
 #include <cstdint>
 
 #include "protocol/socket_io.h"
@@ -25,20 +24,17 @@ class ReplySpin {
  public:
   static constexpr int kFirstUs = 50;  // a kind with no replies yet
   static constexpr int kMarginUs = proto::WaitAverage::kMarginUs;
-  static constexpr int kSlots = 64;  // opcodes at or above share the last slot
 
   explicit ReplySpin(int cap_us) : cap_us_(cap_us) {}
 
   // Microseconds to poll for the reply of `opcode` (0: sleep at once).
-  int WindowUs(uint16_t opcode) const { return kinds_[Slot(opcode)].PollUs(cap_us_, kFirstUs); }
+  int WindowUs(uint16_t opcode) const { return kinds_.of(opcode).PollUs(cap_us_, kFirstUs); }
   // Records that a reply of `opcode` came `took_us` after its request left.
-  void Record(uint16_t opcode, int64_t took_us) { kinds_[Slot(opcode)].Record(took_us); }
+  void Record(uint16_t opcode, int64_t took_us) { kinds_.of(opcode).Record(took_us); }
 
  private:
-  static int Slot(uint16_t opcode) { return opcode < kSlots ? opcode : kSlots - 1; }
-
   const int cap_us_;
-  std::array<proto::WaitAverage, kSlots> kinds_;
+  proto::WaitsByKind kinds_;
 };
 
 }  // namespace tierkv

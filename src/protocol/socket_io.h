@@ -5,6 +5,7 @@
 #ifndef TIERKV_PROTOCOL_SOCKET_IO_H_
 #define TIERKV_PROTOCOL_SOCKET_IO_H_
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -89,6 +90,22 @@ class WaitAverage {
  private:
   int32_t avg_us_ = 0;
   bool known_ = false;
+};
+
+// WaitAverages kept apart per request kind (an opcode; those at or above
+// kSlots share the last slot), for waits whose length depends on the kind:
+// the reply to a lease comes sooner than the reply to a remote fetch, and the
+// request after a lease comes only once the client has copied the value,
+// the one after a release at once. Not thread-safe.
+class WaitsByKind {
+ public:
+  static constexpr int kSlots = 64;
+  WaitAverage& of(uint16_t kind) { return kinds_[Slot(kind)]; }
+  const WaitAverage& of(uint16_t kind) const { return kinds_[Slot(kind)]; }
+
+ private:
+  static int Slot(uint16_t kind) { return kind < kSlots ? kind : kSlots - 1; }
+  std::array<WaitAverage, kSlots> kinds_;
 };
 
 // Reads exactly `n` bytes. `timeout_ms` < 0 waits forever; otherwise a stall of

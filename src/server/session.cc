@@ -95,10 +95,13 @@ bool Session::Serve(int park_ms) {
     }
     // Adaptive spin: a client in a tight loop (its gaps between requests are
     // shorter than --spin-us) is polled for about twice its usual gap, at most
-    // --spin-us (proto::WaitAverage); an idle one is not. Then
+    // --spin-us (proto::WaitAverage); an idle one is not. The gap is learnt
+    // per kind of the request just answered (the one after a LEASE comes once
+    // the client has copied the value, the one after a RELEASE at once);
+    // before a kind's first gap, the connection's overall pace counts. Then
     // the wait for the next request is a sleep of at most `wait_ms`; past it the
     // connection is parked (its worker goes back to the pool).
-    const int spin = gap_.PollUs(opt.spin_us);
+    const int spin = gap_after_.of(last_opcode_).PollUs(opt.spin_us, gap_.PollUs(opt.spin_us));
     const auto wait_start = std::chrono::steady_clock::now();
     uint8_t hdr[proto::kHeaderSize];
     if (!reader_.SpinFill(fd_, spin) && !WaitForRequest(wait_ms)) {
@@ -109,10 +112,13 @@ bool Session::Serve(int park_ms) {
       continue;  // the handshake deadline is checked above
     }
     if (!reader_.Read(fd_, hdr, sizeof(hdr), io_timeout).ok()) return false;  // closed
-    gap_.Record(std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::steady_clock::now() - wait_start)
-                    .count());
+    const int64_t gap_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now() - wait_start)
+                               .count();
+    gap_.Record(gap_us);
+    gap_after_.of(last_opcode_).Record(gap_us);
     const proto::FrameHeader h = proto::DecodeHeader(hdr);
+    last_opcode_ = h.opcode;
     if (Status st = proto::CheckHeader(h, opt.max_frame_bytes); !st.ok()) {
       server_->CountProtocolError();
       SendFatal(st);

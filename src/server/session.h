@@ -103,7 +103,9 @@ class Session {
   std::string body_;              // request body buffer, reused
   std::string reply_;             // reply frame buffer, reused
   size_t reply_body_start_ = 0;
-  proto::WaitAverage gap_{0};  // the wait for the next request, for adaptive spinning
+  proto::WaitAverage gap_{0};     // the wait for the next request, for adaptive spinning
+  proto::WaitsByKind gap_after_;  // the same, per kind of the request before it
+  uint16_t last_opcode_ = 0;      // the kind of the request answered last
   std::unordered_set<uint64_t> allocs_;
   std::unordered_set<uint64_t> leases_;
 };
