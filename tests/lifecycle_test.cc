@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "manager_process.h"
@@ -172,6 +173,40 @@ TEST(Lifecycle, PipelinedRequestsSentInOneWriteAreAllAnsweredInOrder) {
   auto v = (*client)->Get("big");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(*v, big);
+}
+
+int64_t Waits(const ManagerProcess& m, const std::string& how) {
+  return testing::ScrapeMetric(m, "tierkv_server_request_waits_total{how=\"" + how + "\"}");
+}
+
+// A client whose requests come regularly, but further apart than --spin-us,
+// is awaited paced: its session sleeps until shortly before the next request
+// is due and polls for it then. Each request is counted once, by how it came.
+TEST(Lifecycle, ARegularClientSlowerThanTheSpinIsAwaitedPacedAndEveryRequestIsCounted) {
+  ManagerProcess m({"--spin-us", "1000"});
+  RawConn c(m.tcp());
+  // Requests 2 ms apart: the session's gap for them averages about 2 ms,
+  // above the spin and well within the paced range (up to 8 times it). A
+  // request that comes late is simply slept for; one caught suffices.
+  bool paced = false;
+  for (int i = 0; i < 2000 && !paced; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the client's pace
+    ASSERT_EQ(c.Call(Opcode::kExist, testing::KeyBody("default", "k")).code(), Code::kNotFound);
+    if (i % 50 == 49) paced = Waits(m, "paced") > 0;
+  }
+  EXPECT_TRUE(paced);
+  const int64_t total = testing::ScrapeMetric(m, "tierkv_server_requests_total");
+  EXPECT_EQ(Waits(m, "polled") + Waits(m, "paced") + Waits(m, "slept"), total);
+
+  // Without spinning no request is polled or paced for.
+  ManagerProcess quiet({"--spin-us", "0"});
+  RawConn q(quiet.tcp());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(q.Call(Opcode::kExist, testing::KeyBody("default", "k")).code(), Code::kNotFound);
+  }
+  EXPECT_EQ(Waits(quiet, "polled"), 0);
+  EXPECT_EQ(Waits(quiet, "paced"), 0);
+  EXPECT_EQ(Waits(quiet, "slept"), testing::ScrapeMetric(quiet, "tierkv_server_requests_total"));
 }
 
 }  // namespace

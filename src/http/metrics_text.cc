@@ -140,6 +140,10 @@ constexpr Family kSrvProtocol{"tierkv_server_protocol_errors_total", "counter",
                               "Client connections closed for an unusable byte stream"};
 constexpr Family kSrvRequests{"tierkv_server_requests_total", "counter",
                               "Client requests received"};
+constexpr Family kSrvWaits{"tierkv_server_request_waits_total", "counter",
+                           "Client requests by how their session awaited them: busy-polling, "
+                           "paced (asleep until shortly before it was due, then polling) "
+                           "or asleep"};
 constexpr Family kSrvWorkers{"tierkv_server_worker_threads", "gauge",
                              "Worker threads serving client connections"};
 constexpr Family kRepRanks{"tierkv_client_metric_ranks", "gauge",
@@ -557,6 +561,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
   w.One(kSrvHandshake, sv.handshake_timeouts);
   w.One(kSrvProtocol, sv.protocol_errors);
   w.One(kSrvRequests, sv.requests);
+  w.ByLabel(kSrvWaits, "how",
+            {{"polled", sv.request_waits[static_cast<int>(RequestWait::kPolled)]},
+             {"paced", sv.request_waits[static_cast<int>(RequestWait::kPaced)]},
+             {"slept", sv.request_waits[static_cast<int>(RequestWait::kSlept)]}});
   w.One(kSrvWorkers, sv.worker_threads);
   w.One(kRepRanks, s.client_reports.ranks);
   w.One(kRepRefused, s.client_reports.refused_reports);

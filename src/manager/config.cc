@@ -230,7 +230,8 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--spin-us", c.server.spin_us,
                  "most a busy connection is polled for its next request before sleeping; "
                  "adaptive (about twice the client's usual gap after a request of the same "
-                 "kind), only for clients whose requests come that fast, and not while "
+                 "kind; a client up to 8 times slower is slept for until shortly before its "
+                 "request is due, then polled for), and not while "
                  "other tasks keep taking the core from the poll (0 = never); in cluster mode "
                  "also the most a remote read polls an owner's data connection before sleeping");
   app.add_option("--io-timeout-ms", c.server.io_timeout_ms,

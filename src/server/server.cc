@@ -433,6 +433,9 @@ ServerStats Server::Stats() const {
   s.handshake_timeouts = handshake_timeouts_.load(std::memory_order_relaxed);
   s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
   s.requests = requests_.load(std::memory_order_relaxed);
+  for (int i = 0; i < kRequestWaitKinds; ++i) {
+    s.request_waits[i] = request_waits_[i].load(std::memory_order_relaxed);
+  }
   return s;
 }
 

@@ -30,6 +30,7 @@
 #ifndef TIERKV_SERVER_SERVER_H_
 #define TIERKV_SERVER_SERVER_H_
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -64,6 +65,12 @@ struct ServerOptions {
   uint32_t max_metric_ranks = 1024;  // client ranks whose reported metrics are kept at once
 };
 
+// How a session came by a client's next request: it was busy-polling for it
+// (or had read it already), it was awaiting it paced (asleep until shortly
+// before a regular client's request was due, then polling), or it was asleep.
+enum class RequestWait { kPolled = 0, kPaced = 1, kSlept = 2 };
+inline constexpr int kRequestWaitKinds = 3;
+
 struct ServerStats {
   uint64_t connections_current = 0;  // open now, working or idle
   uint64_t connections_working = 0;  // being served by a worker now
@@ -73,7 +80,8 @@ struct ServerStats {
   uint64_t handshake_timeouts = 0;   // closed for not completing HELLO in time
   uint64_t protocol_errors = 0;      // connections closed for an unusable byte stream
   uint64_t requests = 0;
-  uint64_t worker_threads = 0;  // started now
+  std::array<uint64_t, kRequestWaitKinds> request_waits{};  // by RequestWait
+  uint64_t worker_threads = 0;                              // started now
 };
 
 class Session;
@@ -109,7 +117,10 @@ class Server {
   const ClientMetrics& client_metrics() const { return client_metrics_; }
 
   // Used by sessions.
-  void CountRequest() { requests_.fetch_add(1, std::memory_order_relaxed); }
+  void CountRequest(RequestWait how) {
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    request_waits_[static_cast<int>(how)].fetch_add(1, std::memory_order_relaxed);
+  }
   void CountProtocolError() { protocol_errors_.fetch_add(1, std::memory_order_relaxed); }
   void CountHandshakeTimeout() { handshake_timeouts_.fetch_add(1, std::memory_order_relaxed); }
   // True while readable connections wait for a worker (all are busy).
@@ -165,6 +176,7 @@ class Server {
   std::atomic<uint64_t> handshake_timeouts_{0};
   std::atomic<uint64_t> protocol_errors_{0};
   std::atomic<uint64_t> requests_{0};
+  std::array<std::atomic<uint64_t>, kRequestWaitKinds> request_waits_{};
   ClientMetrics client_metrics_;
 };
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "common/clock.h"
 #include "common/tracer.h"
@@ -66,6 +67,18 @@ bool Session::WaitForRequest(int ms) {
   return false;
 }
 
+std::optional<RequestWait> Session::AwaitPaced(int gap_us, int spin_us) {
+  if (reader_.buffered() > 0) return RequestWait::kPolled;
+  const int sleep_us = gap_us - spin_us / 2;
+  const timespec ts{sleep_us / 1'000'000, static_cast<long>(sleep_us % 1'000'000) * 1000};
+  pollfd p{fd_, POLLIN, 0};
+  const int rc = ppoll(&p, 1, &ts, nullptr);
+  if (rc > 0) return RequestWait::kSlept;  // came early (or an end the read reports)
+  if (rc < 0) return std::nullopt;         // interrupted: the ordinary wait follows
+  if (reader_.SpinFill(fd_, spin_us)) return RequestWait::kPaced;
+  return std::nullopt;
+}
+
 void Session::Run() {
   while (Serve(-1)) {
   }
@@ -98,13 +111,23 @@ bool Session::Serve(int park_ms) {
     // --spin-us (proto::WaitAverage); an idle one is not. The gap is learnt
     // per kind of the request just answered (the one after a LEASE comes once
     // the client has copied the value, the one after a RELEASE at once);
-    // before a kind's first gap, the connection's overall pace counts. Then
-    // the wait for the next request is a sleep of at most `wait_ms`; past it the
-    // connection is parked (its worker goes back to the pool).
-    const int spin = gap_after_.of(last_opcode_).PollUs(opt.spin_us, gap_.PollUs(opt.spin_us));
+    // before a kind's first gap, the connection's overall pace counts. A
+    // client whose gap after this kind is longer than --spin-us, by at most
+    // kPacedGaps times, is awaited paced (AwaitPaced). Then the wait for the
+    // next request is a sleep of at most `wait_ms`; past it the connection is
+    // parked (its worker goes back to the pool).
+    constexpr int kPacedGaps = 8;
+    const proto::WaitAverage& after = gap_after_.of(last_opcode_);
+    const int spin = after.PollUs(opt.spin_us, gap_.PollUs(opt.spin_us));
+    const bool paced = spin == 0 && opt.spin_us > 0 && after.average_us() >= opt.spin_us &&
+                       after.average_us() <= kPacedGaps * opt.spin_us;
     const auto wait_start = std::chrono::steady_clock::now();
     uint8_t hdr[proto::kHeaderSize];
-    if (!reader_.SpinFill(fd_, spin) && !WaitForRequest(wait_ms)) {
+    std::optional<RequestWait> how =
+        paced ? AwaitPaced(after.average_us(), opt.spin_us)
+              : (reader_.SpinFill(fd_, spin) ? std::optional(RequestWait::kPolled) : std::nullopt);
+    if (!how && WaitForRequest(wait_ms)) how = RequestWait::kSlept;
+    if (!how) {
       if (hello_done_) {  // idle: park, without a read buffer (nothing is in it)
         reader_.Release();
         return true;
@@ -133,7 +156,7 @@ bool Session::Serve(int park_ms) {
     if (h.body_len > 0 && !reader_.Read(fd_, body_.data(), h.body_len, io_timeout).ok()) {
       return false;
     }
-    server_->CountRequest();
+    server_->CountRequest(*how);
     reply_.assign(proto::kHeaderSize, '\0');
     reply_body_start_ = reply_.size();
     Status st;
