@@ -227,13 +227,14 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--handshake-timeout-ms", c.server.handshake_timeout_ms,
                  "a client connection that has not completed HELLO this long after connecting "
                  "is closed");
-  app.add_option("--spin-us", c.server.spin_us,
-                 "most a busy connection is polled for its next request before sleeping; "
-                 "adaptive (about twice the client's usual gap after a request of the same "
-                 "kind; a client up to 8 times slower is slept for until shortly before its "
-                 "request is due, then polled for), and not while "
-                 "other tasks keep taking the core from the poll (0 = never); in cluster mode "
-                 "also the most a remote read polls an owner's data connection before sleeping");
+  app.add_option(
+      "--spin-us", c.server.spin_us,
+      "most a busy connection is polled for its next request before sleeping; "
+      "adaptive (about twice the client's usual gap after a request of the same "
+      "kind; a client up to 8 times slower, at most 20 ms, is slept for until shortly before its "
+      "request is due, then polled for), and not while "
+      "other tasks keep taking the core from the poll (0 = never); in cluster mode "
+      "also the most a remote read polls an owner's data connection before sleeping");
   app.add_option("--io-timeout-ms", c.server.io_timeout_ms,
                  "drop a client that stalls this long in the middle of a frame");
   app.add_option("--evict-high-watermark", c.store.high_watermark,

@@ -113,14 +113,17 @@ bool Session::Serve(int park_ms) {
     // the client has copied the value, the one after a RELEASE at once);
     // before a kind's first gap, the connection's overall pace counts. A
     // client whose gap after this kind is longer than --spin-us, by at most
-    // kPacedGaps times, is awaited paced (AwaitPaced). Then the wait for the
-    // next request is a sleep of at most `wait_ms`; past it the connection is
-    // parked (its worker goes back to the pool).
+    // kPacedGaps times and kPacedMaxUs, is awaited paced (AwaitPaced; not
+    // before HELLO, whose wait the handshake deadline bounds). Then the wait
+    // for the next request is a sleep of at most `wait_ms`; past it the
+    // connection is parked (its worker goes back to the pool).
     constexpr int kPacedGaps = 8;
+    constexpr int kPacedMaxUs = kMinParkWaitMs * 1000;
     const proto::WaitAverage& after = gap_after_.of(last_opcode_);
     const int spin = after.PollUs(opt.spin_us, gap_.PollUs(opt.spin_us));
-    const bool paced = spin == 0 && opt.spin_us > 0 && after.average_us() >= opt.spin_us &&
-                       after.average_us() <= kPacedGaps * opt.spin_us;
+    const bool paced = hello_done_ && spin == 0 && opt.spin_us > 0 &&
+                       after.average_us() >= opt.spin_us &&
+                       after.average_us() <= std::min(kPacedGaps * opt.spin_us, kPacedMaxUs);
     const auto wait_start = std::chrono::steady_clock::now();
     uint8_t hdr[proto::kHeaderSize];
     std::optional<RequestWait> how =
