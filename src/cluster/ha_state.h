@@ -42,7 +42,6 @@ struct ClusterView {
   std::string cluster;
   std::string node_id;
   std::string runtime_uuid;         // this process's incarnation
-  uint64_t epoch = 0;               // its epoch (0 until it has registered)
   int64_t revision = 0;             // membership revision (view_version)
   std::vector<MemberView> members;  // sorted by node id
 };
@@ -71,6 +70,8 @@ class HaStateProvider {
   // All thread-safe.
   virtual HaState Get() const = 0;
   virtual ClusterView Members() const { return {}; }
+  // This process's epoch (0 until it has registered, and standalone).
+  virtual uint64_t Epoch() const { return 0; }
   virtual ClusterStats Stats() const { return {}; }
 };
 

@@ -423,7 +423,6 @@ ClusterView Membership::Members() const {
   v.cluster = options_.cluster;
   v.node_id = options_.node_id;
   v.runtime_uuid = runtime_uuid();
-  v.epoch = epoch();
   std::lock_guard<std::mutex> lock(view_mu_);
   v.revision = view_revision_;
   for (const auto& [id, m] : members_) v.members.push_back(m);

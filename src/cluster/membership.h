@@ -116,6 +116,7 @@ class Membership final : public HaStateProvider {
 
   HaState Get() const override;
   ClusterView Members() const override;
+  uint64_t Epoch() const override { return epoch(); }
   ClusterStats Stats() const override;
 
  private:

@@ -90,7 +90,7 @@ void RestServer::ClusterRoutes() {
   });
   http_->Post("/cache/sync", [=](const httplib::Request&, httplib::Response& res) {
     if (index == nullptr) return standalone(res);
-    const uint64_t self_epoch = ha->Members().epoch;  // set once registered
+    const uint64_t self_epoch = ha->Epoch();  // set once registered
     Json j;
     j["success"] = true;
     j["inventory_fence"] = {{"owner", self},
@@ -139,7 +139,7 @@ void RestServer::ClusterRoutes() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     FenceSeen seen;
     if (owner.node == self) {  // this manager's own feed: woken by its changes
-      const uint64_t self_epoch = ha->Members().epoch;
+      const uint64_t self_epoch = ha->Epoch();
       seen.view_uuid = self_uuid;
       seen.epoch = self_epoch;
       // A fence of another incarnation of this node is an earlier one's.
