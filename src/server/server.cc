@@ -432,9 +432,9 @@ ServerStats Server::Stats() const {
   s.connections_shed = connections_shed_.load(std::memory_order_relaxed);
   s.handshake_timeouts = handshake_timeouts_.load(std::memory_order_relaxed);
   s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
-  s.requests = requests_.load(std::memory_order_relaxed);
   for (int i = 0; i < kRequestWaitKinds; ++i) {
     s.request_waits[i] = request_waits_[i].load(std::memory_order_relaxed);
+    s.requests += s.request_waits[i];
   }
   return s;
 }

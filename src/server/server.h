@@ -79,7 +79,7 @@ struct ServerStats {
   uint64_t connections_shed = 0;     // closed to make room for a new one
   uint64_t handshake_timeouts = 0;   // closed for not completing HELLO in time
   uint64_t protocol_errors = 0;      // connections closed for an unusable byte stream
-  uint64_t requests = 0;
+  uint64_t requests = 0;             // the sum of request_waits
   std::array<uint64_t, kRequestWaitKinds> request_waits{};  // by RequestWait
   uint64_t worker_threads = 0;                              // started now
 };
@@ -117,8 +117,8 @@ class Server {
   const ClientMetrics& client_metrics() const { return client_metrics_; }
 
   // Used by sessions.
+  // One request, by how its session awaited it (the total is their sum).
   void CountRequest(RequestWait how) {
-    requests_.fetch_add(1, std::memory_order_relaxed);
     request_waits_[static_cast<int>(how)].fetch_add(1, std::memory_order_relaxed);
   }
   void CountProtocolError() { protocol_errors_.fetch_add(1, std::memory_order_relaxed); }
@@ -175,7 +175,6 @@ class Server {
   std::atomic<uint64_t> connections_shed_{0};
   std::atomic<uint64_t> handshake_timeouts_{0};
   std::atomic<uint64_t> protocol_errors_{0};
-  std::atomic<uint64_t> requests_{0};
   std::array<std::atomic<uint64_t>, kRequestWaitKinds> request_waits_{};
   ClientMetrics client_metrics_;
 };
