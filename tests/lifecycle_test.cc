@@ -190,7 +190,9 @@ TEST(Lifecycle, ARegularClientSlowerThanTheSpinIsAwaitedPacedAndEveryRequestIsCo
   // request that comes late is simply slept for; one caught suffices.
   bool paced = false;
   for (int i = 0; i < 2000 && !paced; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the client's pace
+    // The client's pace is what is tested here (not a wait for the manager):
+    // the condition itself is polled below, a bounded number of times.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
     ASSERT_EQ(c.Call(Opcode::kExist, testing::KeyBody("default", "k")).code(), Code::kNotFound);
     if (i % 50 == 49) paced = Waits(m, "paced") > 0;
   }
