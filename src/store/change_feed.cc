@@ -78,19 +78,25 @@ bool ChangeFeed::WaitAfter(uint64_t after, int64_t timeout_ms) const {
 
 FeedRead ChangeFeed::ReadAfter(uint64_t after, size_t max) const {
   FeedRead out;
+  ReadAfter(after, max, out);
+  return out;
+}
+
+void ChangeFeed::ReadAfter(uint64_t after, size_t max, FeedRead& out) const {
   std::lock_guard<std::mutex> lock(mu_);
+  out.behind = false;
   out.last = last_.load(std::memory_order_relaxed);
   out.first_kept = budget_ == 0 ? out.last + 1 : first_kept_;
-  if (after >= out.last) return out;
-  if (after + 1 < out.first_kept) {
+  size_t n = 0;
+  if (after + 1 < out.first_kept && after < out.last) {
     out.behind = true;
-    return out;
+  } else if (after < out.last) {
+    const size_t begin = static_cast<size_t>(after + 1 - first_kept_);
+    n = std::min(count_ - begin, max);
+    if (out.changes.size() < n) out.changes.resize(n);
+    for (size_t i = 0; i < n; ++i) out.changes[i] = At(begin + i);  // keeps their capacity
   }
-  const size_t begin = static_cast<size_t>(after + 1 - first_kept_);
-  const size_t end = std::min(count_, begin + max);
-  out.changes.reserve(end - begin);
-  for (size_t i = begin; i < end; ++i) out.changes.push_back(At(i));
-  return out;
+  out.changes.resize(n);
 }
 
 size_t ChangeFeed::journal_bytes() const {

@@ -65,6 +65,11 @@ class ChangeFeed {
   // Up to `max` changes with sequence > `after`, in order. behind is set when
   // some of them are gone (or there is no journal and any exist).
   FeedRead ReadAfter(uint64_t after, size_t max) const;
+  // The same, into `out` (every field set): the changes are assigned over the
+  // ones `out` already holds, so a follower that reuses one FeedRead costs no
+  // allocation in its steady state and holds the feed's lock (which every
+  // announcement takes) only for the copy.
+  void ReadAfter(uint64_t after, size_t max, FeedRead& out) const;
 
   size_t journal_bytes() const;
 

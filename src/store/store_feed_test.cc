@@ -93,6 +93,37 @@ TEST(ChangeFeed, TheJournalKeepsRecentChangesInOrderAndSaysWhenOnesAreGone) {
   EXPECT_EQ(recent.changes.back().sequence, 100u);
 }
 
+TEST(ChangeFeed, AReusedReadHoldsExactlyTheLastReadsChanges) {
+  auto store = MakeStore(64 << 10);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Put(*store, "a-long-key-that-needs-its-own-buffer-" + std::to_string(i)).ok());
+  }
+  FeedRead r;
+  store->feed().ReadAfter(0, 8, r);
+  ASSERT_EQ(r.changes.size(), 8u);
+  store->feed().ReadAfter(7, 8, r);  // fewer than last time, over the same entries
+  EXPECT_FALSE(r.behind);
+  EXPECT_EQ(r.last, 10u);
+  ASSERT_EQ(r.changes.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.changes[i].sequence, 8 + i);
+    EXPECT_EQ(r.changes[i].key, "a-long-key-that-needs-its-own-buffer-" + std::to_string(7 + i));
+  }
+  store->feed().ReadAfter(10, 8, r);
+  EXPECT_TRUE(r.changes.empty());
+
+  auto small = MakeStore(4 * sizeof(Change));
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(Put(*small, "k" + std::to_string(i)).ok());
+  small->feed().ReadAfter(98, 8, r);
+  ASSERT_EQ(r.changes.size(), 2u);
+  small->feed().ReadAfter(0, 8, r);  // gone: behind, and no stale changes left
+  EXPECT_TRUE(r.behind);
+  EXPECT_TRUE(r.changes.empty());
+  small->feed().ReadAfter(r.first_kept - 1, 8, r);
+  EXPECT_FALSE(r.behind);
+  EXPECT_FALSE(r.changes.empty());
+}
+
 // Snapshot while two writers put and remove. Plain writers churn the keys the
 // snapshot is copying; `fresh` writers leave them alone and keep creating (and
 // removing some of) new keys, so the shards' tables rehash while they are being
