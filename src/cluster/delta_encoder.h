@@ -86,10 +86,10 @@ class DeltaEncoder {
   };
 
   struct Batch {
-    bool behind = false;  // the journal no longer has the reader's next change
-    uint64_t from = 0;    // first sequence covered (the reader's position + 1)
-    uint64_t to = 0;      // last sequence covered; to < from: nothing new
-    size_t changes = 0;   // changes admitted to the batch
+    bool behind = false;       // the journal no longer has the reader's next change
+    uint64_t from = 0;         // first sequence covered (the reader's position + 1)
+    uint64_t to = 0;           // last sequence covered; to < from: nothing new
+    size_t changes = 0;        // changes admitted to the batch
     uint64_t oldest_kept = 0;  // behind: the journal's oldest change
   };
 
@@ -131,14 +131,14 @@ class DeltaEncoder {
   const ChangeFeed& feed_;
   mutable std::mutex mu_;
   std::multiset<uint64_t> positions_;  // every registered reader's after() (mu_)
-  uint64_t journal_first_ = 0;        // the journal's oldest change at the last read
+  uint64_t journal_first_ = 0;         // the journal's oldest change at the last read
   // Changes first_ .. first_ + entries_.size() - 1, contiguous; their bytes
   // start at buffer_[entries_.front().at - base_].
   uint64_t first_ = 0;  // 0: nothing held
   std::deque<Entry> entries_;
   std::string buffer_;
-  uint64_t base_ = 0;  // how many bytes were dropped from buffer_'s front
-  FeedRead read_;      // reused for every feed read
+  uint64_t base_ = 0;      // how many bytes were dropped from buffer_'s front
+  FeedRead read_;          // reused for every feed read
   peer::DeltaBatch one_;   // reused to encode each change (holds one)
   peer::DeltaBatch head_;  // reused to encode each batch's range
 };

@@ -72,8 +72,8 @@ TEST(DeltaEncoder, BatchesAreTheBytesOfAPerStreamBuildInEveryScope) {
     const InventoryScope* scope;
     uint64_t until;
   };
-  for (const Case& k : {Case{&ra, &all, 120}, Case{&rb, &a, 200}, Case{&rc, &none, 200},
-                        Case{&ra, &all, 200}}) {
+  for (const Case& k :
+       {Case{&ra, &all, 120}, Case{&rb, &a, 200}, Case{&rc, &none, 200}, Case{&ra, &all, 200}}) {
     const uint64_t after = k.reader->after();
     const DeltaEncoder::Batch b = encoder.Next(*k.reader, k.until, *k.scope, 1 << 20, out);
     ASSERT_FALSE(b.behind);
@@ -99,9 +99,8 @@ TEST(DeltaEncoder, AFrameCarryingTheBytesIsTheFrameProtobufWouldWrite) {
   const InventoryScope all(MakeScope(peer::Scope::ALL));
   DeltaEncoder::Reader reader(encoder, 0);
   peer::InventoryFrame encoded;
-  std::string& delta = *encoded.GetReflection()
-                            ->MutableUnknownFields(&encoded)
-                            ->AddLengthDelimited(peer::InventoryFrame::kDeltaFieldNumber);
+  std::string& delta = *encoded.GetReflection()->MutableUnknownFields(&encoded)->AddLengthDelimited(
+      peer::InventoryFrame::kDeltaFieldNumber);
   ASSERT_FALSE(encoder.Next(reader, 30, all, 1 << 20, delta).behind);
   peer::InventoryFrame expected;
   ASSERT_TRUE(expected.mutable_delta()->ParseFromString(Reference(feed, 0, 30, all)));

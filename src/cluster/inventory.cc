@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "cluster/delta_encoder.h"
 #include "cluster/inventory_stream.h"
 #include "cluster/peer_limits.h"
 #include "cluster/peer_rpc.h"
@@ -41,40 +42,6 @@ void Digest(XXH3_state_t* st, const peer::InventoryRecord& r) {
   XXH3_64bits_update(st, &nul, 1);
   const uint64_t nums[] = {r.medium(), r.size(), r.generation(), r.sequence()};
   XXH3_64bits_update(st, nums, sizeof nums);
-}
-
-class Scope {
- public:
-  explicit Scope(const peer::Scope& s) : kind_(s.kind()) {
-    for (const auto& n : s.namespaces()) names_.insert(n);
-  }
-  bool Admits(const std::string& ns) const {
-    switch (kind_) {
-      case peer::Scope::EMPTY:
-        return false;
-      case peer::Scope::EXACT:
-        return names_.count(ns) != 0;
-      default:
-        return true;
-    }
-  }
-
- private:
-  peer::Scope::Kind kind_;
-  std::set<std::string> names_;
-};
-
-// A snapshot record or a journal change (both carry these fields) as a
-// stream record.
-template <typename R>
-void ToRecord(const R& r, peer::InventoryRecord* out) {
-  out->set_tenant(r.tenant);
-  out->set_key(r.key);
-  out->set_name_space(r.name_space);
-  out->set_medium(static_cast<uint32_t>(r.medium));
-  out->set_size(r.size);
-  out->set_generation(r.generation);
-  out->set_sequence(r.sequence);
 }
 
 InventoryDelta FromRecord(const peer::InventoryRecord& r, InventoryDelta::Kind kind) {
@@ -182,7 +149,7 @@ void Inventory::Serve(ServeContext& c) {
       if (it != inv.served_.end() && it->second.id == id) inv.served_.erase(it);
     }
   } done{*this, requester, id};
-  const Scope scope(c.request->scope());
+  const InventoryScope scope(c.request->scope());
   bool alive = true;
   auto write = [&](const peer::InventoryFrame& f) {
     if (!alive) return false;
@@ -214,7 +181,7 @@ void Inventory::Serve(ServeContext& c) {
         for (const SnapshotRecord& r : part) {
           if (!alive || !scope.Admits(r.name_space)) continue;
           peer::InventoryRecord* out = page.mutable_page()->add_records();
-          ToRecord(r, out);
+          ToInventoryRecord(r, out);
           Digest(st, *out);
           ++records;
           page_bytes += PeerRecordBytes(r);
@@ -235,8 +202,15 @@ void Inventory::Serve(ServeContext& c) {
   if (!write(commit)) return;
   snapshots_out_.fetch_add(1, std::memory_order_relaxed);
 
+  // Deltas: each change is encoded once for all streams (DeltaEncoder); a
+  // batch is this stream's copy of the admitted ones behind its range. The
+  // frame carries those bytes as its `delta` field, unparsed (an unknown
+  // field with the delta's number serializes exactly as the field would).
   const ChangeFeed& feed = store_->feed();
-  uint64_t after = watermark;
+  DeltaEncoder::Reader reader(*encoder_, watermark);
+  peer::InventoryFrame encoded;
+  std::string& delta = *encoded.GetReflection()->MutableUnknownFields(&encoded)->AddLengthDelimited(
+      peer::InventoryFrame::kDeltaFieldNumber);
   auto last_batch = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   while (alive && !stopping() && !c.server->IsCancelled()) {
     // At most one batch per slot (SlotOf) after the first: a change in the
@@ -244,59 +218,37 @@ void Inventory::Serve(ServeContext& c) {
     // follow, so a steady stream of puts costs each peer about one frame per
     // kBatchGap, not one per put. A change in a later slot goes out at once.
     std::this_thread::sleep_until(SlotOf(last_batch) + kBatchGap);  // at once when past
-    FeedRead r = feed.ReadAfter(after, options_.page_records);
-    if (options_.coalesce_ms > 0 && !r.behind && !r.changes.empty() &&
-        r.changes.size() < options_.page_records) {
+    const uint64_t after = reader.after();
+    auto until = [&] { return std::min(feed.last_sequence(), after + options_.page_records); };
+    uint64_t end = until();
+    if (options_.coalesce_ms > 0 && end > after && end - after < options_.page_records) {
       // A quiet window: more changes that arrive within it share the batch.
-      const uint64_t seen = r.changes.back().sequence;
-      if (feed.WaitAfter(seen, options_.coalesce_ms)) {
-        r = feed.ReadAfter(after, options_.page_records);
-      }
+      if (feed.WaitAfter(end, options_.coalesce_ms)) end = until();
     }
-    if (r.behind) {
-      peer::InventoryFrame reset;
-      reset.set_reset("journal overflow: changes after " + std::to_string(after) +
-                      " are gone (oldest kept " + std::to_string(r.first_kept) +
-                      "); take a new snapshot");
-      write(reset);
-      resets_out_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    peer::InventoryFrame f;
-    peer::DeltaBatch* batch = f.mutable_delta();
-    if (r.changes.empty()) {
+    if (end == after) {
       if (feed.WaitAfter(after, options_.heartbeat_ms)) continue;
-      batch->set_from_sequence(after + 1);  // heartbeat: the empty interval
-      batch->set_to_sequence(after);
+      peer::InventoryFrame f;  // heartbeat: the empty interval
+      f.mutable_delta()->set_from_sequence(after + 1);
+      f.mutable_delta()->set_to_sequence(after);
       write(f);
       continue;
     }
     // One frame, or several with contiguous ranges when the changes' bytes
     // pass kPeerMessageBytes.
-    batch->set_from_sequence(after + 1);
-    size_t frame_bytes = 0;
-    for (const Change& ch : r.changes) {
-      if (ch.kind == ChangeKind::kCleared || scope.Admits(ch.name_space)) {
-        peer::InventoryChange* out = batch->add_changes();
-        out->set_sequence(ch.sequence);
-        out->set_kind(ch.kind == ChangeKind::kStored    ? peer::InventoryChange::STORED
-                      : ch.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
-                                                        : peer::InventoryChange::CLEARED);
-        ToRecord(ch, out->mutable_record());
-        frame_bytes += PeerRecordBytes(ch);
+    while (alive && reader.after() < end) {
+      const DeltaEncoder::Batch b = encoder_->Next(reader, end, scope, kPeerMessageBytes, delta);
+      if (b.behind) {
+        peer::InventoryFrame reset;
+        reset.set_reset("journal overflow: changes after " + std::to_string(reader.after()) +
+                        " are gone (oldest kept " + std::to_string(b.oldest_kept) +
+                        "); take a new snapshot");
+        write(reset);
+        resets_out_.fetch_add(1, std::memory_order_relaxed);
+        return;
       }
-      if (frame_bytes >= kPeerMessageBytes && ch.sequence != r.changes.back().sequence) {
-        batch->set_to_sequence(ch.sequence);
-        if (!write(f)) break;
-        f.Clear();
-        batch = f.mutable_delta();
-        batch->set_from_sequence(ch.sequence + 1);
-        frame_bytes = 0;
-      }
+      if (b.to < b.from) break;  // not reached: `end` is at most the newest change
+      write(encoded);
     }
-    batch->set_to_sequence(r.changes.back().sequence);
-    after = r.changes.back().sequence;
-    write(f);
     last_batch = std::chrono::steady_clock::now();
   }
   if (alive && stopping()) {
@@ -476,7 +428,10 @@ class Inventory::Follower {
 };
 
 Inventory::Inventory(InventoryOptions options, Store* store, GlobalIndex* index)
-    : options_(std::move(options)), store_(store), index_(index) {
+    : options_(std::move(options)),
+      store_(store),
+      index_(index),
+      encoder_(std::make_unique<DeltaEncoder>(store->feed())) {
   reconciler_ = std::thread([this] { Reconcile(); });
 }
 

@@ -39,6 +39,7 @@
 namespace tierkv {
 
 struct PeerCredentials;
+class DeltaEncoder;
 
 struct InventoryOptions {
   std::string node_id;
@@ -98,6 +99,7 @@ class Inventory {
   const InventoryOptions options_;
   Store* const store_;
   GlobalIndex* const index_;
+  const std::unique_ptr<DeltaEncoder> encoder_;  // owner side: every stream's changes
   void Reconcile();
 
   std::atomic<bool> stopping_{false};
