@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tierkv {
@@ -217,6 +219,61 @@ TEST(DeltaEncoder, NothingNewIsAnEmptyRangeAndMovesNoReader) {
   EXPECT_FALSE(b.behind);
   EXPECT_EQ(b.to, 5u);
   EXPECT_EQ(reader.after(), 5u);
+}
+
+TEST(DeltaEncoder, ReadersOnTheirOwnThreadsWhileChangesArriveGetEveryChangeOnce) {
+  ChangeFeed feed(64 << 20);
+  DeltaEncoder encoder(feed);
+  const InventoryScope all(MakeScope(peer::Scope::ALL));
+  const InventoryScope a(MakeScope(peer::Scope::EXACT, {kNsA}));
+  constexpr int kRounds = 40, kPerRound = 50;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int r = 0; r < kRounds; ++r) Feed(feed, kPerRound, r);
+    done = true;
+  });
+  const uint64_t total = uint64_t{kRounds} * kPerRound;
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      const InventoryScope& scope = t % 2 ? a : all;
+      DeltaEncoder::Reader reader(encoder, 0);
+      std::string out, got;
+      peer::DeltaBatch batch;
+      uint64_t expect_from = 1;
+      while (reader.after() < total) {
+        const uint64_t until = feed.last_sequence();
+        const DeltaEncoder::Batch b = encoder.Next(reader, until, scope, 2000, out);
+        if (b.behind || b.from != expect_from) {
+          failures[t] = "behind or not contiguous";
+          return;
+        }
+        if (b.to < b.from) {
+          std::this_thread::yield();
+          continue;
+        }
+        peer::DeltaBatch part;
+        if (!part.ParseFromString(out)) {
+          failures[t] = "unparsable batch";
+          return;
+        }
+        for (const auto& c : part.changes()) *batch.add_changes() = c;
+        expect_from = b.to + 1;
+      }
+      got = batch.SerializeAsString();
+      peer::DeltaBatch whole;
+      (void)whole.ParseFromString(Reference(feed, 0, total, scope));
+      whole.clear_from_sequence();
+      whole.clear_to_sequence();
+      if (got != whole.SerializeAsString()) failures[t] = "changes differ from the feed's";
+    });
+  }
+  writer.join();
+  for (auto& r : readers) r.join();
+  EXPECT_TRUE(done);
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], "") << "reader " << t;
+  EXPECT_EQ(encoder.held_bytes(), 0u);
 }
 
 }  // namespace
