@@ -246,7 +246,8 @@ FenceSeen GlobalIndex::SeenLocked(const FenceOwner& owner) const {
   if (it == owners_.end()) return seen;
   const Owner& o = it->second;
   seen.view_uuid = o.complete ? o.uuid : std::string();
-  seen.covered = o.complete && (owner.uuid.empty() || o.uuid == owner.uuid) ? o.watermark : 0;
+  seen.current = o.complete && (owner.uuid.empty() || o.uuid == owner.uuid);
+  seen.covered = seen.current ? o.watermark : 0;
   return seen;
 }
 
@@ -283,7 +284,7 @@ FenceSeen GlobalIndex::AwaitFence(const FenceOwner& owner, uint64_t sequence,
   // Looked at first, after each wake-up, and once more at the deadline.
   advanced_.wait_until(wait, deadline, [&] {
     seen = Seen(owner);
-    return !seen.covered || *seen.covered >= sequence || seen.retired;
+    return seen.Settled(sequence);
   });
   --waiters_;
   return seen;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
 #include <utility>
 #include <vector>
@@ -216,6 +217,45 @@ TEST(GlobalIndex, AFenceWaitCountsOnlyItsIncarnationAndEndsAtOnceForARetiredOne)
   EXPECT_FALSE(seen.covered.has_value());
   EXPECT_NE(FenceOutcome({"a", "ua-2"}, 1, seen).message().find("unknown owner"),
             std::string::npos);
+}
+
+// Even a fence of sequence 0 (its owner had no changes yet) is covered only
+// by a complete view of its incarnation: before one is installed, its wait
+// goes on, and ends with a timeout that says what is missing.
+TEST(GlobalIndex, AFenceOfSequenceZeroWaitsForACompleteViewOfItsIncarnation) {
+  GlobalIndex index(1 << 20);
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  index.SetExpected({{"a", {"ua-1", 1, 1}}});
+  index.BeginStaging();
+  index.Install("a", "ua-1", std::make_unique<OwnerView>(), 5, 0);
+  // a restarts with the same epoch number seen here; the view is still ua-1's.
+  FenceSeen seen = index.AwaitFence({"a", "ua-2", 1}, 0, now());
+  EXPECT_FALSE(seen.current);
+  EXPECT_FALSE(seen.Settled(0));
+  std::string why = FenceOutcome({"a", "ua-2", 1}, 0, seen).message();
+  EXPECT_NE(why.find("timeout: the view of a here is of runtime ua-1, not of runtime ua-2"),
+            std::string::npos)
+      << why;
+  // The new incarnation expected, its view not yet complete.
+  index.SetExpected({{"a", {"ua-2", 1, 1}}});
+  for (const FenceOwner& f : {FenceOwner{"a", "ua-2", 1}, FenceOwner{"a", "", 0}}) {
+    seen = index.AwaitFence(f, 0, now());
+    EXPECT_TRUE(seen.covered.has_value());
+    EXPECT_FALSE(seen.current);
+    why = FenceOutcome(f, 0, seen).message();
+    EXPECT_NE(why.find("timeout: there is no complete view of a here yet"), std::string::npos)
+        << why;
+  }
+  // A wait with time left ends with the install, covered.
+  auto waiter = std::async(std::launch::async, [&] {
+    return index.AwaitFence({"a", "ua-2", 1}, 0, now() + std::chrono::seconds(60));
+  });
+  index.BeginStaging();
+  index.Install("a", "ua-2", std::make_unique<OwnerView>(), 0, 0);
+  seen = waiter.get();
+  EXPECT_TRUE(seen.current);
+  EXPECT_EQ(seen.view_uuid, "ua-2");
+  EXPECT_TRUE(FenceOutcome({"a", "ua-2", 1}, 0, seen).ok());
 }
 
 // A fence that names its epoch ends at once when the member list here has

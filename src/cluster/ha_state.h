@@ -119,9 +119,17 @@ struct FenceSeen {
   // of the fence's incarnation); nullopt: the owner is not a live member
   // other than this manager.
   std::optional<uint64_t> covered;
+  // There is a complete view of the fence's incarnation (of any, when the
+  // fence names none): only then does `covered` count, even for sequence 0.
+  bool current = false;
   std::string view_uuid;  // the incarnation that view is of ("" when none is complete)
   bool retired = false;   // the fence's incarnation has left the membership seen here
   uint64_t epoch = 0;     // the owner's newest epoch seen here (0: unknown)
+
+  // The wait is over: the fence is covered, or can never be.
+  bool Settled(uint64_t sequence) const {
+    return !covered || retired || (current && *covered >= sequence);
+  }
 };
 
 // The global index as http/ sees it (cluster mode only).
@@ -162,12 +170,16 @@ inline Status FenceOutcome(const FenceOwner& owner, uint64_t sequence, const Fen
                                           "owner numbers its changes anew)" +
                                           now);
   }
+  if (seen.current && *seen.covered >= sequence) return Status::Ok();
   if (!owner.uuid.empty() && !seen.view_uuid.empty() && seen.view_uuid != owner.uuid) {
     return Status(Code::kUnavailable,
                   "timeout: the view of " + owner.node + " here is of runtime " + seen.view_uuid +
                       ", not of runtime " + owner.uuid + ", which took the fence");
   }
-  if (*seen.covered >= sequence) return Status::Ok();
+  if (!seen.current) {
+    return Status(Code::kUnavailable,
+                  "timeout: there is no complete view of " + owner.node + " here yet");
+  }
   return Status(Code::kUnavailable, "timeout: the view of " + owner.node + " covers sequence " +
                                         std::to_string(*seen.covered) + ", not yet " +
                                         std::to_string(sequence));

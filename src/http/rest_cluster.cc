@@ -141,6 +141,7 @@ void RestServer::ClusterRoutes() {
     if (owner.node == self) {  // this manager's own feed: woken by its changes
       const uint64_t self_epoch = ha->Epoch();
       seen.view_uuid = self_uuid;
+      seen.current = true;
       seen.epoch = self_epoch;
       // A fence of another incarnation of this node is an earlier one's.
       seen.retired = (!owner.uuid.empty() && owner.uuid != self_uuid) ||
