@@ -537,6 +537,46 @@ TEST(Inventory, ANewerStreamOfTheSameRequesterCancelsTheOlder) {
   EXPECT_EQ(Coverage(*b.proc)["index"]["entries"], 10);
 }
 
+// A peer that stops reading its stream holds the owner's encoded changes
+// after its position (until its writes block, or it falls behind the
+// journal and is reset), but never more than the journal keeps; other peers
+// keep up, and once the stalled stream ends nothing stays held.
+TEST(Inventory, AStalledStreamHoldsNoMoreEncodedChangesThanTheJournal) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  constexpr int64_t kJournal = 4 << 20;
+  Node a =
+      StartNode(etcd.endpoints(), cluster, "a",
+                {"--inventory-journal-bytes", std::to_string(kJournal), "--dram-size", "1GiB"});
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto stub = peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  peer::InventoryRequest req;
+  req.set_requester_node("stalled");
+  auto stalled = stub->Inventory(&ctx, req);
+  peer::InventoryFrame f;
+  while (stalled->Read(&f) && !f.has_commit()) {
+  }
+  ASSERT_TRUE(f.has_commit());
+  // About 11 MB of encoded changes (keys of 200 bytes), more than the
+  // journal and than a stream's flow-control window.
+  constexpr int kObjects = 40000;
+  const std::string prefix(200, 'k');
+  for (int part = 0; part < 4; ++part) {
+    PutMany(*a.proc, prefix + std::to_string(part) + "-", kObjects / 4);
+    const Json m = Coverage(*a.proc);
+    EXPECT_LE(m["streams"]["delta_buffer_bytes"].get<int64_t>(), kJournal) << m.dump();
+    EXPECT_LE(testing::ScrapeMetric(*a.proc, "tierkv_inventory_delta_buffer_bytes"), kJournal);
+  }
+  ASSERT_TRUE(SeesEntries(*b.proc, kObjects)) << Coverage(*b.proc).dump();
+  ctx.TryCancel();
+  EXPECT_TRUE(WaitFor([&] {
+    const Json now = Coverage(*a.proc);
+    return now["streams"]["owner_streams_open"] == 1 && now["streams"]["delta_buffer_bytes"] == 0;
+  })) << Coverage(*a.proc).dump();
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_inventory_delta_buffer_bytes"), 0);
+}
+
 void PutInNamespace(const ManagerProcess& m, const std::string& ns, const std::string& prefix,
                     int n) {
   ClientOptions o;

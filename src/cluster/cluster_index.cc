@@ -34,6 +34,7 @@ CoverageView ClusterIndexAdapter::Coverage() const {
   v.resets_out = is.resets_out;
   v.replaced_out = is.replaced_out;
   v.refused_out = is.refused_out;
+  v.delta_buffer_bytes = is.delta_buffer_bytes;
   return v;
 }
 

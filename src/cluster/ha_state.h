@@ -90,6 +90,7 @@ struct CoverageView {
   uint64_t streams_out = 0, stream_failures = 0;
   uint64_t frames_in = 0, frames_out = 0, bytes_in = 0, bytes_out = 0;
   uint64_t snapshots_out = 0, resets_out = 0, replaced_out = 0, refused_out = 0;
+  uint64_t delta_buffer_bytes = 0;  // owner side: changes encoded for the streams, held now
 };
 
 // One replica of a key on another owner, as the global index knows it.

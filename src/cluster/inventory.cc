@@ -512,6 +512,7 @@ InventoryStats Inventory::Stats() const {
   s.refused_out = get(refused_out_);
   s.rejected_views = get(rejected_views_);
   s.stream_failures = get(stream_failures_);
+  s.delta_buffer_bytes = encoder_->held_bytes();
   return s;
 }
 

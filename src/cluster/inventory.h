@@ -63,11 +63,12 @@ struct InventoryStats {
   uint64_t frames_out = 0, bytes_out = 0;
   uint64_t frames_in = 0, bytes_in = 0;
   uint64_t snapshots_out = 0;
-  uint64_t resets_out = 0;       // streams ended for a journal overflow
-  uint64_t replaced_out = 0;     // streams cancelled by a newer one of the same requester
-  uint64_t refused_out = 0;      // streams refused: no requester named, or too many requesters
-  uint64_t rejected_views = 0;   // snapshots that failed validation
-  uint64_t stream_failures = 0;  // requester streams that broke
+  uint64_t resets_out = 0;          // streams ended for a journal overflow
+  uint64_t replaced_out = 0;        // streams cancelled by a newer one of the same requester
+  uint64_t refused_out = 0;         // streams refused: no requester named, or too many requesters
+  uint64_t rejected_views = 0;      // snapshots that failed validation
+  uint64_t stream_failures = 0;     // requester streams that broke
+  uint64_t delta_buffer_bytes = 0;  // changes encoded for the owner streams, held now
 };
 
 class Inventory {

@@ -201,6 +201,8 @@ constexpr Family kInvBytes{"tierkv_inventory_bytes_total", "counter",
                            "Inventory stream payload bytes by direction"};
 constexpr Family kInvOwnerStreams{"tierkv_inventory_owner_streams", "gauge",
                                   "Inventory streams this manager serves now"};
+constexpr Family kInvDeltaBuffer{"tierkv_inventory_delta_buffer_bytes", "gauge",
+                                 "Changes encoded for the owner streams, held now"};
 constexpr Family kInvSnapshots{"tierkv_inventory_snapshots_served_total", "counter",
                                "Snapshots this manager served to peers"};
 constexpr Family kInvResetsSent{"tierkv_inventory_resets_sent_total", "counter",
@@ -609,6 +611,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.ByLabel(kInvFrames, "direction", {{"in", v.frames_in}, {"out", v.frames_out}});
     w.ByLabel(kInvBytes, "direction", {{"in", v.bytes_in}, {"out", v.bytes_out}});
     w.One(kInvOwnerStreams, v.streams_out);
+    w.One(kInvDeltaBuffer, v.delta_buffer_bytes);
     w.One(kInvSnapshots, v.snapshots_out);
     w.One(kInvResetsSent, v.resets_out);
     w.One(kInvReplaced, v.replaced_out);

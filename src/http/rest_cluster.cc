@@ -85,7 +85,8 @@ void RestServer::ClusterRoutes() {
                     {"frames_in", v.frames_in},
                     {"frames_out", v.frames_out},
                     {"bytes_in", v.bytes_in},
-                    {"bytes_out", v.bytes_out}};
+                    {"bytes_out", v.bytes_out},
+                    {"delta_buffer_bytes", v.delta_buffer_bytes}};
     SendJson(res, j);
   });
   http_->Post("/cache/sync", [=](const httplib::Request&, httplib::Response& res) {
