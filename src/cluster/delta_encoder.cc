@@ -33,6 +33,11 @@ void ToInventoryChange(const Change& c, peer::InventoryChange* out) {
   ToInventoryRecord(c, out->mutable_record());
 }
 
+std::string& UnparsedDelta(peer::InventoryFrame& frame) {
+  return *frame.GetReflection()->MutableUnknownFields(&frame)->AddLengthDelimited(
+      peer::InventoryFrame::kDeltaFieldNumber);
+}
+
 DeltaEncoder::Reader::Reader(DeltaEncoder& encoder, uint64_t after)
     : encoder_(encoder), after_(after) {
   std::lock_guard<std::mutex> lock(encoder_.mu_);

@@ -62,6 +62,12 @@ void ToInventoryRecord(const R& r, peer::InventoryRecord* out) {
 // A journal change as a stream change.
 void ToInventoryChange(const Change& c, peer::InventoryChange* out);
 
+// The bytes `frame` carries as its `delta` field, unparsed: a frame with no
+// field set but these bytes, held as an unknown field of the delta's number,
+// serializes exactly as one whose `delta` holds the batch they encode. The
+// reference stays valid as long as `frame`; call once per frame.
+std::string& UnparsedDelta(peer::InventoryFrame& frame);
+
 class DeltaEncoder {
  public:
   // `feed` must outlive the encoder.

@@ -60,11 +60,19 @@ std::string Reference(const ChangeFeed& feed, uint64_t after, uint64_t to,
   return batch.SerializeAsString();
 }
 
+// A feed with `changes` changes, an encoder over it, and the scope of all.
+struct Rig {
+  explicit Rig(int changes, size_t journal = 16 << 20) : feed(journal), encoder(feed) {
+    Feed(feed, changes);
+  }
+  ChangeFeed feed;
+  DeltaEncoder encoder;
+  const InventoryScope all{MakeScope(peer::Scope::ALL)};
+};
+
 TEST(DeltaEncoder, BatchesAreTheBytesOfAPerStreamBuildInEveryScope) {
-  ChangeFeed feed(16 << 20);
-  DeltaEncoder encoder(feed);
-  Feed(feed, 200);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
+  Rig rig(200);
+  auto& [feed, encoder, all] = rig;
   const InventoryScope a(MakeScope(peer::Scope::EXACT, {kNsA}));
   const InventoryScope none(MakeScope(peer::Scope::EMPTY));
   DeltaEncoder::Reader ra(encoder, 0), rb(encoder, 0), rc(encoder, 50);
@@ -95,14 +103,11 @@ TEST(DeltaEncoder, BatchesAreTheBytesOfAPerStreamBuildInEveryScope) {
 }
 
 TEST(DeltaEncoder, AFrameCarryingTheBytesIsTheFrameProtobufWouldWrite) {
-  ChangeFeed feed(16 << 20);
-  DeltaEncoder encoder(feed);
-  Feed(feed, 30);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
+  Rig rig(30);
+  auto& [feed, encoder, all] = rig;
   DeltaEncoder::Reader reader(encoder, 0);
   peer::InventoryFrame encoded;
-  std::string& delta = *encoded.GetReflection()->MutableUnknownFields(&encoded)->AddLengthDelimited(
-      peer::InventoryFrame::kDeltaFieldNumber);
+  std::string& delta = UnparsedDelta(encoded);
   ASSERT_FALSE(encoder.Next(reader, 30, all, 1 << 20, delta).behind);
   peer::InventoryFrame expected;
   ASSERT_TRUE(expected.mutable_delta()->ParseFromString(Reference(feed, 0, 30, all)));
@@ -116,10 +121,8 @@ TEST(DeltaEncoder, AFrameCarryingTheBytesIsTheFrameProtobufWouldWrite) {
 }
 
 TEST(DeltaEncoder, ABatchEndsAfterTheChangeThatReachesMaxBytesAndTheNextGoesOn) {
-  ChangeFeed feed(16 << 20);
-  DeltaEncoder encoder(feed);
-  Feed(feed, 100);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
+  Rig rig(100);
+  auto& [feed, encoder, all] = rig;
   DeltaEncoder::Reader reader(encoder, 0);
   std::string out;
   uint64_t expect_from = 1;
@@ -148,9 +151,8 @@ TEST(DeltaEncoder, ABatchEndsAfterTheChangeThatReachesMaxBytesAndTheNextGoesOn) 
 }
 
 TEST(DeltaEncoder, AReaderIsBehindExactlyWhenTheJournalLostItsNextChange) {
-  ChangeFeed feed(20000);  // a few dozen changes
-  DeltaEncoder encoder(feed);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
+  Rig rig(0, /*journal=*/20000);  // a few dozen changes
+  auto& [feed, encoder, all] = rig;
   DeltaEncoder::Reader slow(encoder, 0), fast(encoder, 0);
   std::string out;
   Feed(feed, 10);
@@ -175,10 +177,8 @@ TEST(DeltaEncoder, AReaderIsBehindExactlyWhenTheJournalLostItsNextChange) {
 }
 
 TEST(DeltaEncoder, KeepsOnlyWhatItsOldestReaderNeedsAndNothingWithoutReaders) {
-  ChangeFeed feed(16 << 20);
-  DeltaEncoder encoder(feed);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
-  Feed(feed, 100);
+  Rig rig(100);
+  auto& [feed, encoder, all] = rig;
   std::string out;
   {
     DeltaEncoder::Reader a(encoder, 0), b(encoder, 0);
@@ -206,10 +206,8 @@ TEST(DeltaEncoder, KeepsOnlyWhatItsOldestReaderNeedsAndNothingWithoutReaders) {
 }
 
 TEST(DeltaEncoder, NothingNewIsAnEmptyRangeAndMovesNoReader) {
-  ChangeFeed feed(16 << 20);
-  DeltaEncoder encoder(feed);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
-  Feed(feed, 5);
+  Rig rig(5);
+  auto& [feed, encoder, all] = rig;
   DeltaEncoder::Reader reader(encoder, 5);
   std::string out;
   DeltaEncoder::Batch b = encoder.Next(reader, 5, all, 1 << 20, out);
@@ -222,9 +220,8 @@ TEST(DeltaEncoder, NothingNewIsAnEmptyRangeAndMovesNoReader) {
 }
 
 TEST(DeltaEncoder, ReadersOnTheirOwnThreadsWhileChangesArriveGetEveryChangeOnce) {
-  ChangeFeed feed(64 << 20);
-  DeltaEncoder encoder(feed);
-  const InventoryScope all(MakeScope(peer::Scope::ALL));
+  Rig rig(0, 64 << 20);
+  auto& [feed, encoder, all] = rig;
   const InventoryScope a(MakeScope(peer::Scope::EXACT, {kNsA}));
   constexpr int kRounds = 40, kPerRound = 50;
   std::atomic<bool> done{false};

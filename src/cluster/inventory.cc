@@ -203,14 +203,12 @@ void Inventory::Serve(ServeContext& c) {
   snapshots_out_.fetch_add(1, std::memory_order_relaxed);
 
   // Deltas: each change is encoded once for all streams (DeltaEncoder); a
-  // batch is this stream's copy of the admitted ones behind its range. The
-  // frame carries those bytes as its `delta` field, unparsed (an unknown
-  // field with the delta's number serializes exactly as the field would).
+  // batch is this stream's copy of the admitted ones behind its range, which
+  // the frame carries as its `delta` field, unparsed.
   const ChangeFeed& feed = store_->feed();
   DeltaEncoder::Reader reader(*encoder_, watermark);
   peer::InventoryFrame encoded;
-  std::string& delta = *encoded.GetReflection()->MutableUnknownFields(&encoded)->AddLengthDelimited(
-      peer::InventoryFrame::kDeltaFieldNumber);
+  std::string& delta = UnparsedDelta(encoded);
   auto last_batch = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   while (alive && !stopping() && !c.server->IsCancelled()) {
     // At most one batch per slot (SlotOf) after the first: a change in the
