@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "store/store.h"
+
 namespace tierkv {
 namespace {
 
@@ -25,12 +27,30 @@ bool InventoryScope::Admits(std::string_view name_space) const {
   }
 }
 
+namespace {
+
+// A snapshot record or a journal change (both carry these fields).
+template <typename R>
+void FillRecord(const R& r, peer::InventoryRecord* out) {
+  out->set_tenant(r.tenant);
+  out->set_key(r.key);
+  out->set_name_space(r.name_space);
+  out->set_medium(static_cast<uint32_t>(r.medium));
+  out->set_size(r.size);
+  out->set_generation(r.generation);
+  out->set_sequence(r.sequence);
+}
+
+}  // namespace
+
+void ToInventoryRecord(const SnapshotRecord& r, peer::InventoryRecord* out) { FillRecord(r, out); }
+
 void ToInventoryChange(const Change& c, peer::InventoryChange* out) {
   out->set_sequence(c.sequence);
   out->set_kind(c.kind == ChangeKind::kStored    ? peer::InventoryChange::STORED
                 : c.kind == ChangeKind::kRemoved ? peer::InventoryChange::REMOVED
                                                  : peer::InventoryChange::CLEARED);
-  ToInventoryRecord(c, out->mutable_record());
+  FillRecord(c, out->mutable_record());
 }
 
 std::string& UnparsedDelta(peer::InventoryFrame& frame) {
@@ -70,31 +90,30 @@ DeltaEncoder::Batch DeltaEncoder::Next(Reader& reader, uint64_t until, const Inv
   // The batch's end: `until`, or the change that takes it to max_bytes.
   const size_t begin = static_cast<size_t>(b.from - first_);
   const size_t end = std::min(entries_.size(), static_cast<size_t>(until - first_ + 1));
+  // Each change's scope is looked at once: the admitted ones are noted.
   size_t stop = begin, bytes = 0;
+  admitted_.clear();
   while (stop < end && bytes < max_bytes) {
     const Entry& e = entries_[stop++];
     const char* at = buffer_.data() + (e.at - base_);
     if (e.cleared || scope.Admits(std::string_view(at + e.length, e.ns_bytes))) {
       bytes += e.length;
-      ++b.changes;
+      admitted_.push_back(&e);
     }
   }
   b.to = first_ + stop - 1;
+  b.changes = admitted_.size();
   // Header, then the admitted changes' bytes: together, one DeltaBatch.
   head_.set_from_sequence(b.from);
   head_.set_to_sequence(b.to);
   out.clear();
   head_.AppendToString(&out);
   out.reserve(out.size() + bytes);
-  for (size_t i = begin; i < stop; ++i) {
-    const Entry& e = entries_[i];
-    const char* at = buffer_.data() + (e.at - base_);
-    if (e.cleared || scope.Admits(std::string_view(at + e.length, e.ns_bytes))) {
-      out.append(at, e.length);
-    }
-  }
-  positions_.erase(reader.position_);
-  reader.position_ = positions_.insert(b.to);
+  for (const Entry* e : admitted_) out.append(buffer_.data() + (e->at - base_), e->length);
+  // The reader moves: its node in positions_ is reused, not reallocated.
+  auto node = positions_.extract(reader.position_);
+  node.value() = b.to;
+  reader.position_ = positions_.insert(std::move(node));
   reader.after_ = b.to;
   Trim();
   return b;

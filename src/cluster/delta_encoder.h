@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "peer.pb.h"
 #include "store/change_feed.h"
@@ -46,18 +47,10 @@ class InventoryScope {
   std::set<std::string, std::less<>> names_;
 };
 
-// One change (snapshot record or journal change: both carry these fields) as
-// a stream record.
-template <typename R>
-void ToInventoryRecord(const R& r, peer::InventoryRecord* out) {
-  out->set_tenant(r.tenant);
-  out->set_key(r.key);
-  out->set_name_space(r.name_space);
-  out->set_medium(static_cast<uint32_t>(r.medium));
-  out->set_size(r.size);
-  out->set_generation(r.generation);
-  out->set_sequence(r.sequence);
-}
+struct SnapshotRecord;
+
+// A snapshot record as a stream record.
+void ToInventoryRecord(const SnapshotRecord& r, peer::InventoryRecord* out);
 
 // A journal change as a stream change.
 void ToInventoryChange(const Change& c, peer::InventoryChange* out);
@@ -143,10 +136,11 @@ class DeltaEncoder {
   uint64_t first_ = 0;  // 0: nothing held
   std::deque<Entry> entries_;
   std::string buffer_;
-  uint64_t base_ = 0;      // how many bytes were dropped from buffer_'s front
-  FeedRead read_;          // reused for every feed read
-  peer::DeltaBatch one_;   // reused to encode each change (holds one)
-  peer::DeltaBatch head_;  // reused to encode each batch's range
+  uint64_t base_ = 0;                   // how many bytes were dropped from buffer_'s front
+  FeedRead read_;                       // reused for every feed read
+  peer::DeltaBatch one_;                // reused to encode each change (holds one)
+  peer::DeltaBatch head_;               // reused to encode each batch's range
+  std::vector<const Entry*> admitted_;  // a batch's changes in its reader's scope, reused
 };
 
 }  // namespace tierkv
