@@ -1,5 +1,6 @@
 #include "media/dram_pool.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -39,39 +40,83 @@ uint64_t PmdMappedBytes(const void* base) {
   return 0;
 }
 
+// Creates a memfd of `bytes`, maps it shared read-write, then seals it with
+// `seals` (F_SEAL_* bits): the descriptor goes to clients, and one that could
+// shrink the file would make this process's next touch of the lost pages
+// fault. Returns nullptr on failure (errno tells), the descriptor closed again.
+void* MapNewMemfd(const char* name, uint64_t bytes, int seals, int* fd) {
+  *fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (*fd < 0) return nullptr;
+  if (ftruncate(*fd, static_cast<off_t>(bytes)) == 0) {
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    if (base != MAP_FAILED && fcntl(*fd, F_ADD_SEALS, seals) == 0) return base;
+    if (base != MAP_FAILED) munmap(base, bytes);
+  }
+  const int err = errno;
+  close(*fd);
+  errno = err;
+  return nullptr;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DramPool>> DramPool::Create(uint64_t capacity, bool huge_pages) {
   capacity = capacity / 4096 * 4096;
   if (capacity == 0) return InvalidArgument("DRAM pool size must be at least 4 KiB");
-  int fd = memfd_create("tierkv-dram", MFD_CLOEXEC);
-  if (fd < 0) return Status(Code::kIoError, std::string("memfd_create: ") + std::strerror(errno));
-  if (ftruncate(fd, static_cast<off_t>(capacity)) != 0) {
-    const int err = errno;
-    close(fd);
-    return Status(Code::kIoError, std::string("ftruncate of the DRAM pool: ") + std::strerror(err));
+  int fd = -1;
+  void* base = MapNewMemfd("tierkv-dram", capacity, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, &fd);
+  if (base == nullptr) {
+    return Status(Code::kIoError, std::string("the DRAM pool's memfd: ") + std::strerror(errno));
   }
-  void* base = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
+  int gen_fd = -1;
+  const uint64_t gen_bytes = capacity / kGenerationPageBytes * sizeof(uint32_t);
+  // Clients may map the table, but only read-only: no writable mapping or
+  // write through a descriptor can be made after the seal.
+  void* gens =
+      MapNewMemfd("tierkv-generations", gen_bytes,
+                  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL, &gen_fd);
+  if (gens == nullptr) {
     const int err = errno;
+    munmap(base, capacity);
     close(fd);
-    return Status(Code::kIoError, std::string("mmap of the DRAM pool: ") + std::strerror(err));
+    return Status(Code::kIoError,
+                  std::string("the DRAM pool's generation table: ") + std::strerror(err));
   }
   // Advice first: the pages are chosen when they are first touched.
   if (huge_pages) (void)madvise(base, capacity, MADV_HUGEPAGE);
   // Allocates the pool's pages now, so puts never pay for page faults.
   PrefaultWritable(base, capacity);
-  std::unique_ptr<DramPool> pool(new DramPool(fd, static_cast<uint8_t*>(base), capacity));
+  std::unique_ptr<DramPool> pool(new DramPool(fd, static_cast<uint8_t*>(base), capacity, gen_fd,
+                                              static_cast<uint32_t*>(gens)));
   pool->huge_page_bytes_ = PmdMappedBytes(base);
   return pool;
 }
 
-DramPool::DramPool(int fd, uint8_t* base, uint64_t capacity)
-    : fd_(fd), base_(base), allocator_(capacity) {}
+DramPool::DramPool(int fd, uint8_t* base, uint64_t capacity, int gen_fd, uint32_t* generations)
+    : fd_(fd),
+      base_(base),
+      gen_fd_(gen_fd),
+      generations_(generations),
+      allocator_(capacity, kGenerationPageBytes) {}
 
 DramPool::~DramPool() {
+  munmap(generations_, generations_bytes());
+  close(gen_fd_);
   munmap(base_, allocator_.capacity());
   close(fd_);
+}
+
+void DramPool::Free(const Extent& extent, uint64_t requested) {
+  // Before the allocator can hand out any part of the range again; readers
+  // in other processes load the generation after their copy.
+  std::atomic_ref<uint32_t>(generations_[extent.offset / kGenerationPageBytes])
+      .fetch_add(1, std::memory_order_seq_cst);
+  allocator_.Free(extent, requested);
+}
+
+uint32_t DramPool::Generation(uint64_t offset) const {
+  return std::atomic_ref<uint32_t>(generations_[offset / kGenerationPageBytes])
+      .load(std::memory_order_acquire);
 }
 
 std::optional<Extent> DramPool::Allocate(uint64_t size) {

@@ -12,6 +12,14 @@
 // says what it did. Fewer, larger pages make copies and O_DIRECT transfers in
 // and out of the pool cheaper (fewer TLB misses, fewer pages to pin).
 //
+// Generations: a second memfd holds one u32 per 4 KiB page of the pool. Free()
+// adds one to the generation of the freed range's first page before the range
+// can be handed out again. Ranges start on page boundaries, so no two live
+// ranges share a first page: a reader that noted a range's generation while
+// its object was live, copied the bytes, and then finds the same generation
+// knows no part of the range was freed (let alone rewritten) meanwhile. Same-host
+// clients map the table read-only for reads without a lease.
+//
 // Thread-safety: all methods are thread-safe. The mapping lives as long as the
 // pool; the memory of a range belongs to whoever holds its Extent.
 #ifndef TIERKV_MEDIA_DRAM_POOL_H_
@@ -40,12 +48,23 @@ class DramPool {
   DramPool(const DramPool&) = delete;
   DramPool& operator=(const DramPool&) = delete;
 
+  // Bytes of pool per generation (the allocator's alignment).
+  static constexpr uint64_t kGenerationPageBytes = 4096;
+
   // See OffsetAllocator::Allocate. Returns nullopt also when the fault hook says so.
   std::optional<Extent> Allocate(uint64_t size);
-  void Free(const Extent& extent, uint64_t requested) { allocator_.Free(extent, requested); }
+  // Returns the range to the allocator, first advancing the generation of its
+  // first page (see above).
+  void Free(const Extent& extent, uint64_t requested);
+
+  // The generation of the page that holds pool offset `offset` (< capacity).
+  uint32_t Generation(uint64_t offset) const;
 
   uint8_t* base() const { return base_; }
   int fd() const { return fd_; }
+  // The generation table's memfd: capacity() / kGenerationPageBytes u32s.
+  int generations_fd() const { return gen_fd_; }
+  uint64_t generations_bytes() const { return capacity() / kGenerationPageBytes * 4; }
   uint64_t capacity() const { return allocator_.capacity(); }
   AllocatorStats Stats() const { return allocator_.Stats(); }
   uint64_t allocated_bytes() const { return allocator_.allocated_bytes(); }
@@ -62,10 +81,12 @@ class DramPool {
   }
 
  private:
-  DramPool(int fd, uint8_t* base, uint64_t capacity);
+  DramPool(int fd, uint8_t* base, uint64_t capacity, int gen_fd, uint32_t* generations);
 
   int fd_;
   uint8_t* base_;
+  int gen_fd_;
+  uint32_t* generations_;
   OffsetAllocator allocator_;
   std::function<bool(uint64_t)> fault_hook_;
   uint64_t huge_page_bytes_ = 0;

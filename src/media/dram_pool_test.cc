@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -23,6 +24,45 @@ TEST(DramPool, SecondMappingOfTheFdSeesTheSameBytes) {
   std::memcpy(static_cast<uint8_t*>(other) + e->offset, "written elsewhere", 17);
   EXPECT_EQ(std::memcmp(p.base() + e->offset, "written elsewhere", 17), 0);
   munmap(other, p.capacity());
+}
+
+// Freeing a range advances the generation of its first page, and of nothing
+// else; the table's descriptor can be mapped read-only only, and neither
+// memfd can change size.
+TEST(DramPool, FreeAdvancesTheGenerationOfTheRangesFirstPageOnly) {
+  auto pool = DramPool::Create(8 << 20);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  DramPool& p = **pool;
+  ASSERT_EQ(p.generations_bytes(), (8u << 20) / DramPool::kGenerationPageBytes * 4);
+  auto a = p.Allocate(3 * 4096);
+  auto b = p.Allocate(4096);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  ASSERT_EQ(a->offset % DramPool::kGenerationPageBytes, 0u);
+  const uint32_t a0 = p.Generation(a->offset), a1 = p.Generation(a->offset + 4096);
+  const uint32_t b0 = p.Generation(b->offset);
+  p.Free(*a, 3 * 4096);
+  EXPECT_EQ(p.Generation(a->offset), a0 + 1);
+  EXPECT_EQ(p.Generation(a->offset + 100), a0 + 1);  // the same page
+  EXPECT_EQ(p.Generation(a->offset + 4096), a1);
+  EXPECT_EQ(p.Generation(b->offset), b0);
+  p.Free(*b, 4096);
+  EXPECT_EQ(p.Generation(b->offset), b0 + 1);
+
+  // Another process's view of the table, through the descriptor.
+  void* ro = mmap(nullptr, p.generations_bytes(), PROT_READ, MAP_SHARED, p.generations_fd(), 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  const auto* table = static_cast<const uint32_t*>(ro);
+  EXPECT_EQ(table[b->offset / DramPool::kGenerationPageBytes], b0 + 1);
+  munmap(ro, p.generations_bytes());
+  EXPECT_EQ(mmap(nullptr, p.generations_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+                 p.generations_fd(), 0),
+            MAP_FAILED);
+  const char byte = 1;
+  EXPECT_LT(pwrite(p.generations_fd(), &byte, 1, 0), 0);
+  EXPECT_NE(ftruncate(p.generations_fd(), 0), 0);
+  EXPECT_NE(ftruncate(p.fd(), 0), 0);
+  EXPECT_NE(ftruncate(p.fd(), 16 << 20), 0);
+  EXPECT_EQ(p.capacity(), 8u << 20);
 }
 
 // The kernel's shmem huge page policy, the bracketed word of shmem_enabled
