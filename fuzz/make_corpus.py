@@ -64,6 +64,13 @@ stream = b"".join([
     frame(28, bodies["batch_keys"], 18), frame(12, bodies["remove_all"], 19),
 ])
 write("session", "full_stream", stream)
+# Gets without a lease: HELLO with the generation flag (empty namespace first),
+# then LOCATE and BATCH_LOCATE of stored and absent keys.
+write("session", "locate", b"".join([
+    frame(1, bodies["hello"] + s("") + b"\x01", 1), frame(5, bodies["put"], 2),
+    frame(14, s("default") + s("k2"), 3), frame(30, bodies["batch_keys"], 4),
+    frame(14, key, 5),
+]))
 write("session", "unknown_opcode", frame(999, b"xyz") + frame(9, key, 2))
 write("session", "truncated_body", frame(8, s("default")[:3]))
 

@@ -42,15 +42,20 @@ class RawConn {
   ~RawConn() {
     if (fd_ >= 0) close(fd_);
     if (pool_fd_ >= 0) close(pool_fd_);
+    if (generations_fd_ >= 0) close(generations_fd_);
   }
   int fd() const { return fd_; }
   // The DRAM pool's memfd from the last hello reply over a Unix socket, or -1.
   int pool_fd() const { return pool_fd_; }
-  // Sends hello and keeps the pool's descriptor; returns the reply.
-  RawReply Hello(uint32_t rank = 0) {
+  // The generation table's memfd passed with it (HELLO flag), or -1.
+  int generations_fd() const { return generations_fd_; }
+  // Sends hello (with `flags`) and keeps the descriptors; returns the reply.
+  RawReply Hello(uint32_t rank = 0, uint8_t flags = 0) {
     std::string body;
     proto::Writer w(&body);
-    proto::HelloRequest{rank, "raw", {}}.Encode(w);
+    proto::HelloRequest req{rank, "raw", {}};
+    req.flags = flags;
+    req.Encode(w);
     return Call(proto::Opcode::kHello, body);
   }
 
@@ -65,14 +70,17 @@ class RawConn {
     proto::AppendFrame(&frame, h, body);
     SendBytes(frame);
   }
-  // Reads one frame; an fd passed with it replaces pool_fd().
+  // Reads one frame; descriptors passed with it replace pool_fd() and
+  // generations_fd().
   bool Read(RawReply* out) {
     uint8_t hdr[proto::kHeaderSize];
-    int passed = -1;
-    if (!proto::ReadWithFd(fd_, hdr, sizeof(hdr), &passed).ok()) return false;
-    if (passed >= 0) {
+    int passed[proto::kMaxPassedFds] = {-1, -1};
+    if (!proto::ReadWithFds(fd_, hdr, sizeof(hdr), passed).ok()) return false;
+    if (passed[0] >= 0) {
       if (pool_fd_ >= 0) close(pool_fd_);
-      pool_fd_ = passed;
+      if (generations_fd_ >= 0) close(generations_fd_);
+      pool_fd_ = passed[0];
+      generations_fd_ = passed[1];
     }
     out->header = proto::DecodeHeader(hdr);
     out->body.resize(out->header.body_len);
@@ -102,6 +110,7 @@ class RawConn {
  private:
   int fd_ = -1;
   int pool_fd_ = -1;
+  int generations_fd_ = -1;
 };
 
 inline std::string IdBody(uint64_t id) {

@@ -32,6 +32,8 @@ std::string_view OpcodeName(uint16_t opcode) {
       return "remove_all";
     case Opcode::kListKeys:
       return "list_keys";
+    case Opcode::kLocate:
+      return "locate";
     case Opcode::kBatchAlloc:
       return "batch_alloc";
     case Opcode::kBatchCommit:
@@ -52,6 +54,8 @@ std::string_view OpcodeName(uint16_t opcode) {
       return "batch_remove";
     case Opcode::kReportMetrics:
       return "report_metrics";
+    case Opcode::kBatchLocate:
+      return "batch_locate";
     case Opcode::kFatal:
       return "fatal";
   }

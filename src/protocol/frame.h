@@ -41,6 +41,7 @@ enum class Opcode : uint16_t {
   kRemove = 11,
   kRemoveAll = 12,
   kListKeys = 13,
+  kLocate = 14,  // a get's place without a lease (the generation table validates the copy)
   kBatchAlloc = 20,
   kBatchCommit = 21,
   kBatchLease = 22,
@@ -51,6 +52,7 @@ enum class Opcode : uint16_t {
   kBatchQuery = 27,
   kBatchRemove = 28,
   kReportMetrics = 29,  // client-side bandwidth/latency figures, for /metrics
+  kBatchLocate = 30,
   // Sent by the manager, request_id 0, just before it closes a connection whose
   // byte stream it can no longer trust (bad magic, version, oversize length).
   kFatal = 0xFFFF,

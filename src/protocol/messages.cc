@@ -33,13 +33,15 @@ Status CheckPutFlags(uint8_t flags, std::string_view what) {
 void HelloRequest::Encode(Writer& w) const {
   w.U32(rank);
   w.Str(client_name);
-  if (!name_space.empty()) w.Str(name_space);
+  if (!name_space.empty() || flags != 0) w.Str(name_space);
+  if (flags != 0) w.U8(flags);
 }
 
 Status HelloRequest::Decode(Reader& r) {
   rank = r.U32();
   client_name = r.Str();
   name_space = r.done() ? std::string_view() : r.Str();
+  flags = r.done() ? 0 : r.U8();
   return r.Finish("hello");
 }
 
@@ -53,6 +55,10 @@ void HelloReply::Encode(Writer& w) const {
   w.U32(max_batch);
   w.U32(lease_ms);
   w.U64(session_id);
+  if (has_generations_fields) {
+    w.U8(generations);
+    w.U32(generation_page_bytes);
+  }
 }
 
 Status HelloReply::Decode(Reader& r) {
@@ -65,6 +71,11 @@ Status HelloReply::Decode(Reader& r) {
   max_batch = r.U32();
   lease_ms = r.U32();
   session_id = r.U64();
+  has_generations_fields = !r.done();
+  if (has_generations_fields) {
+    generations = r.U8();
+    generation_page_bytes = r.U32();
+  }
   return r.Finish("hello reply");
 }
 
@@ -284,6 +295,17 @@ LeaseReply DecodeLeaseReply(Reader& r) {
   l.offset = r.U64();
   l.size = r.U64();
   l.deadline_nanos = r.I64();
+  return l;
+}
+
+void EncodeLocateReply(Writer& w, const LeaseReply& l) {
+  EncodeLeaseReply(w, l);
+  w.U32(l.generation);
+}
+
+LeaseReply DecodeLocateReply(Reader& r) {
+  LeaseReply l = DecodeLeaseReply(r);
+  l.generation = r.U32();
   return l;
 }
 

@@ -21,10 +21,14 @@ inline constexpr uint8_t kPutKnownFlags = kPutUpsert;
 // INVALID_ARGUMENT when `flags` has a bit this version does not know.
 Status CheckPutFlags(uint8_t flags, std::string_view what);
 
+// HELLO flag bits (the optional trailing `u8 hello_flags`).
+inline constexpr uint8_t kHelloGenerations = 1;  // attach the pool's generation table
+
 struct HelloRequest {
   uint32_t rank = 0;
   std::string_view client_name;
   std::string_view name_space;  // optional trailing field; empty: no namespace
+  uint8_t flags = 0;            // optional, after name_space (sent only when not 0)
   void Encode(Writer& w) const;
   Status Decode(Reader& r);
 };
@@ -39,6 +43,12 @@ struct HelloReply {
   uint32_t max_batch = 0;
   uint32_t lease_ms = 0;
   uint64_t session_id = 0;
+  // Present only when the request set kHelloGenerations: 1 when the pool's
+  // generation table is attached as a second descriptor, and its bytes of pool
+  // per generation.
+  bool has_generations_fields = false;
+  uint8_t generations = 0;
+  uint32_t generation_page_bytes = 0;
   void Encode(Writer& w) const;
   Status Decode(Reader& r);
 };
@@ -90,6 +100,7 @@ struct LeaseReply {
   uint64_t offset = 0;
   uint64_t size = 0;
   int64_t deadline_nanos = 0;
+  uint32_t generation = 0;  // LOCATE replies only
 };
 
 struct RemoveAllRequest {
@@ -174,6 +185,9 @@ void EncodeAllocReply(Writer& w, const AllocReply& a);
 AllocReply DecodeAllocReply(Reader& r);
 void EncodeLeaseReply(Writer& w, const LeaseReply& l);
 LeaseReply DecodeLeaseReply(Reader& r);
+// A LOCATE reply: the LEASE reply, then `u32 generation`.
+void EncodeLocateReply(Writer& w, const LeaseReply& l);
+LeaseReply DecodeLocateReply(Reader& r);
 void EncodeObjectInfo(Writer& w, const ObjectInfo& info);
 ObjectInfo DecodeObjectInfo(Reader& r);
 void EncodeRemoveAllRequest(Writer& w, const RemoveAllRequest& m);

@@ -100,6 +100,55 @@ TEST(Messages, ObjectInfoAndItemStatusRoundTrip) {
   EXPECT_TRUE(r.done());
 }
 
+// Encodes `m` and decodes the bytes into a fresh T (which must succeed).
+template <typename T>
+T RoundTrip(const T& m) {
+  std::string buf;
+  Writer w(&buf);
+  m.Encode(w);
+  T out;
+  Reader r(buf);
+  EXPECT_TRUE(out.Decode(r).ok());
+  return out;
+}
+
+TEST(Messages, HelloFlagsAndGenerationFieldsAreOptionalTrailingFields) {
+  // No namespace, no flags: nothing trailing.
+  EXPECT_EQ(RoundTrip(HelloRequest{3, "c", {}}).flags, 0);
+  HelloRequest flagged{3, "c", {}};
+  flagged.flags = kHelloGenerations;  // an empty namespace goes first
+  const HelloRequest got = RoundTrip(flagged);
+  EXPECT_EQ(got.rank, 3u);
+  EXPECT_TRUE(got.name_space.empty());
+  EXPECT_EQ(got.flags, kHelloGenerations);
+
+  HelloReply rep;
+  rep.session_id = 9;
+  EXPECT_FALSE(RoundTrip(rep).has_generations_fields);
+  rep.has_generations_fields = true;
+  rep.generations = 1;
+  rep.generation_page_bytes = 4096;
+  const HelloReply now = RoundTrip(rep);
+  EXPECT_TRUE(now.has_generations_fields);
+  EXPECT_EQ(now.generations, 1);
+  EXPECT_EQ(now.generation_page_bytes, 4096u);
+  EXPECT_EQ(now.session_id, 9u);
+}
+
+TEST(Messages, LocateReplyIsTheLeaseReplyAndAGeneration) {
+  std::string buf;
+  Writer w(&buf);
+  EncodeLocateReply(w, {0, 8192, 100, 0, 77});
+  EXPECT_EQ(buf.size(), 36u);
+  Reader r(buf);
+  const LeaseReply l = DecodeLocateReply(r);
+  EXPECT_TRUE(r.done());
+  EXPECT_EQ(l.lease_id, 0u);
+  EXPECT_EQ(l.offset, 8192u);
+  EXPECT_EQ(l.size, 100u);
+  EXPECT_EQ(l.generation, 77u);
+}
+
 TEST(Messages, UnknownItemStatusCodeIsAProtocolError) {
   std::string buf;
   Writer w(&buf);

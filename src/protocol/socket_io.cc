@@ -270,19 +270,22 @@ Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms) {
   return Status::Ok();
 }
 
-Status WriteWithFd(int fd, const void* buf, size_t n, int fd_to_send) {
+Status WriteWithFds(int fd, const void* buf, size_t n, std::span<const int> fds) {
+  if (fds.empty() || fds.size() > kMaxPassedFds) {
+    return Status(Code::kInvalidArgument, "1 to 2 descriptors per message");
+  }
   iovec iov{const_cast<void*>(buf), n};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
   cmsghdr* cm = CMSG_FIRSTHDR(&msg);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd_to_send, sizeof(int));
+  cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
   ssize_t w;
   do {
     w = sendmsg(fd, &msg, MSG_NOSIGNAL);
@@ -293,10 +296,12 @@ Status WriteWithFd(int fd, const void* buf, size_t n, int fd_to_send) {
   return Status::Ok();
 }
 
-Status ReadWithFd(int fd, void* buf, size_t n, int* received_fd) {
-  *received_fd = -1;
+Status ReadWithFds(int fd, void* buf, size_t n, std::span<int> received) {
+  for (int& r : received) r = -1;
   iovec iov{buf, n};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  // Room for more than are asked for, so that extra ones arrive and are closed
+  // here rather than dropped by a truncated control buffer.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -308,9 +313,18 @@ Status ReadWithFd(int fd, void* buf, size_t n, int* received_fd) {
   } while (r < 0 && errno == EINTR);
   if (r < 0) return Errno("recvmsg");
   if (r == 0) return Status(Code::kUnavailable, "connection closed");
+  size_t k = 0;
   for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-      std::memcpy(received_fd, CMSG_DATA(cm), sizeof(int));
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got = -1;
+      std::memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (k < received.size()) {
+        received[k++] = got;
+      } else {
+        close(got);
+      }
     }
   }
   const size_t got = static_cast<size_t>(r);

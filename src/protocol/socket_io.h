@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -176,12 +177,22 @@ bool SpinReadable(int fd, int spin_us);
 // Writes all `n` bytes (MSG_NOSIGNAL); same timeout rule as ReadFull.
 Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms);
 
-// Writes `buf` with `fd_to_send` attached as SCM_RIGHTS ancillary data.
-Status WriteWithFd(int fd, const void* buf, size_t n, int fd_to_send);
+// The most descriptors one message carries (the pool and its generation table).
+inline constexpr size_t kMaxPassedFds = 2;
 
-// Reads exactly `n` bytes; a descriptor received with them is stored in
-// *received_fd (else -1).
-Status ReadWithFd(int fd, void* buf, size_t n, int* received_fd);
+// Writes `buf` with `fds` (1..kMaxPassedFds) attached as SCM_RIGHTS ancillary data.
+Status WriteWithFds(int fd, const void* buf, size_t n, std::span<const int> fds);
+inline Status WriteWithFd(int fd, const void* buf, size_t n, int fd_to_send) {
+  return WriteWithFds(fd, buf, n, std::span<const int>(&fd_to_send, 1));
+}
+
+// Reads exactly `n` bytes; the descriptors received with them are stored in
+// `received` in order (the rest of it set to -1). The caller owns them, also
+// on error; any beyond `received.size()` are closed.
+Status ReadWithFds(int fd, void* buf, size_t n, std::span<int> received);
+inline Status ReadWithFd(int fd, void* buf, size_t n, int* received_fd) {
+  return ReadWithFds(fd, buf, n, std::span<int>(received_fd, 1));
+}
 
 // Connects; returns the descriptor (CLOEXEC, TCP_NODELAY for TCP).
 Result<int> Connect(const Address& address);

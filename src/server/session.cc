@@ -183,7 +183,9 @@ Status Session::SendReply(const proto::FrameHeader& request, const Status& statu
   const bool hello_with_fd =
       unix_socket_ && status.ok() && request.opcode == static_cast<uint16_t>(Opcode::kHello);
   if (hello_with_fd) {
-    return proto::WriteWithFd(fd_, reply_.data(), reply_.size(), store_->pool_fd());
+    const int fds[] = {store_->pool_fd(), store_->generations_fd()};
+    return proto::WriteWithFds(fd_, reply_.data(), reply_.size(),
+                               std::span<const int>(fds, send_generations_ ? 2 : 1));
   }
   return proto::WriteFull(fd_, reply_.data(), reply_.size(), server_->options().io_timeout_ms);
 }
@@ -233,6 +235,9 @@ Tracepoint* TracepointFor(uint16_t opcode) {
       Tracer::Global().Get("TP_MMC_META_BATCH_REMOVE"),
       Tracer::Global().Get("TP_MMC_META_REPORT_METRICS"),
   };
+  // A locate is a get without a lease.
+  if (opcode == static_cast<uint16_t>(Opcode::kLocate)) return kPoints[6];
+  if (opcode == static_cast<uint16_t>(Opcode::kBatchLocate)) return kBatch[2];
   if (opcode >= 1 && opcode < std::size(kPoints)) return kPoints[opcode];
   if (opcode >= 20 && opcode < 20 + std::size(kBatch)) return kBatch[opcode - 20];
   return nullptr;
@@ -262,7 +267,9 @@ Status Session::DispatchOp(const proto::FrameHeader& h, std::string_view body) {
     case Opcode::kPut:
       return Put(body);
     case Opcode::kLease:
-      return Lease(body);
+      return Lease(body, ReadHold::kLease);
+    case Opcode::kLocate:
+      return Lease(body, ReadHold::kLocate);
     case Opcode::kGet:
       return Get(body);
     case Opcode::kExist:
@@ -281,6 +288,7 @@ Status Session::DispatchOp(const proto::FrameHeader& h, std::string_view body) {
     case Opcode::kBatchPut:
       return BatchPut(body);
     case Opcode::kBatchLease:
+    case Opcode::kBatchLocate:
     case Opcode::kBatchGet:
     case Opcode::kBatchExist:
     case Opcode::kBatchQuery:
@@ -307,6 +315,10 @@ Status Session::Hello(std::string_view body) {
     return InvalidArgument("namespace '" + std::string(req.name_space.substr(0, 100)) +
                            "' is malformed: expected tierkv:v1: and 64 lowercase hex digits");
   }
+  if ((req.flags & ~proto::kHelloGenerations) != 0) {
+    return InvalidArgument("unknown hello flag bits " + std::to_string(req.flags));
+  }
+  send_generations_ = unix_socket_ && (req.flags & proto::kHelloGenerations) != 0;
   name_space_ = std::string(req.name_space);
   caller_.name_space = name_space_;
   caller_.rank = req.rank;
@@ -322,6 +334,9 @@ Status Session::Hello(std::string_view body) {
   rep.max_batch = opt.max_batch;
   rep.lease_ms = static_cast<uint32_t>(store_->options().lease_ms);
   rep.session_id = caller_.session;
+  rep.has_generations_fields = (req.flags & proto::kHelloGenerations) != 0;
+  rep.generations = send_generations_ ? 1 : 0;
+  rep.generation_page_bytes = send_generations_ ? DramPool::kGenerationPageBytes : 0;
   Writer w(&reply_);
   rep.Encode(w);
   return Status::Ok();
@@ -374,32 +389,43 @@ Status Session::Put(std::string_view body) {
   return PutInline(req.tenant, req.key, req.group_id, req.flags, req.value);
 }
 
-Status Session::Lease(std::string_view body) {
-  if (Status st = RequireShm("lease"); !st.ok()) return st;
+Status Session::Lease(std::string_view body, ReadHold hold) {
+  if (Status st = RequireShm(hold == ReadHold::kLocate ? "locate" : "lease"); !st.ok()) return st;
   Reader r(body);
   proto::KeyRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
-  Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key);
+  Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key, hold);
   if (!g.ok()) return g.status();
-  leases_.insert(g->lease_id);
-  Writer w(&reply_);
-  proto::EncodeLeaseReply(w, {g->lease_id, g->offset, g->size, g->deadline_nanos});
+  EncodeGrant(*g, hold);
   return Status::Ok();
 }
 
-Result<LeaseGrant> Session::LeaseOrFetch(std::string_view tenant, std::string_view key) {
-  Result<LeaseGrant> g = store_->Lease(caller_, {tenant, key});
+void Session::EncodeGrant(const LeaseGrant& g, ReadHold hold) {
+  if (g.lease_id != 0) leases_.insert(g.lease_id);
+  Writer w(&reply_);
+  const proto::LeaseReply l{g.lease_id, g.offset, g.size, g.deadline_nanos, g.generation};
+  if (hold == ReadHold::kLocate) {
+    proto::EncodeLocateReply(w, l);
+  } else {
+    proto::EncodeLeaseReply(w, l);
+  }
+}
+
+Result<LeaseGrant> Session::LeaseOrFetch(std::string_view tenant, std::string_view key,
+                                         ReadHold hold) {
+  Result<LeaseGrant> g = store_->Lease(caller_, {tenant, key}, hold);
   const RemoteCatalog* catalog = server_->catalog();
   if (g.ok() || g.status().code() != Code::kNotFound || catalog == nullptr) return g;
   const std::string_view one[] = {key};
   Status fetched = std::move(catalog->Fetch(tenant, one, caller_.name_space).front());
   if (!fetched.ok()) return fetched;
-  return store_->Lease(caller_, {tenant, key});
+  return store_->Lease(caller_, {tenant, key}, hold);
 }
 
 std::vector<Result<LeaseGrant>> Session::BatchLeaseOrFetch(std::string_view tenant,
-                                                           std::span<const std::string_view> keys) {
-  std::vector<Result<LeaseGrant>> grants = store_->BatchLease(caller_, tenant, keys);
+                                                           std::span<const std::string_view> keys,
+                                                           ReadHold hold) {
+  std::vector<Result<LeaseGrant>> grants = store_->BatchLease(caller_, tenant, keys, hold);
   const RemoteCatalog* catalog = server_->catalog();
   if (catalog == nullptr) return grants;
   std::vector<size_t> missed;
@@ -413,7 +439,7 @@ std::vector<Result<LeaseGrant>> Session::BatchLeaseOrFetch(std::string_view tena
   if (missed.empty()) return grants;
   std::vector<Status> fetched = catalog->Fetch(tenant, missed_keys, caller_.name_space);
   for (size_t j = 0; j < missed.size(); ++j) {
-    grants[missed[j]] = fetched[j].ok() ? store_->Lease(caller_, {tenant, missed_keys[j]})
+    grants[missed[j]] = fetched[j].ok() ? store_->Lease(caller_, {tenant, missed_keys[j]}, hold)
                                         : Result<LeaseGrant>(std::move(fetched[j]));
   }
   return grants;
@@ -597,8 +623,11 @@ Result<ObjectInfo> Session::Lookup(std::string_view tenant, std::string_view key
 }
 
 Status Session::BatchKeys(Opcode op, std::string_view body) {
-  if (op == Opcode::kBatchLease) {
-    if (Status st = RequireShm("batch_lease"); !st.ok()) return st;
+  if (op == Opcode::kBatchLease || op == Opcode::kBatchLocate) {
+    if (Status st = RequireShm(op == Opcode::kBatchLease ? "batch_lease" : "batch_locate");
+        !st.ok()) {
+      return st;
+    }
   }
   Reader r(body);
   proto::BatchKeysRequest req;
@@ -607,12 +636,12 @@ Status Session::BatchKeys(Opcode op, std::string_view body) {
   Writer w(&reply_);
   w.U32(static_cast<uint32_t>(req.keys.size()));
   switch (op) {
-    case Opcode::kBatchLease: {
-      for (const auto& g : BatchLeaseOrFetch(req.tenant, req.keys)) {
+    case Opcode::kBatchLease:
+    case Opcode::kBatchLocate: {
+      const ReadHold hold = op == Opcode::kBatchLocate ? ReadHold::kLocate : ReadHold::kLease;
+      for (const auto& g : BatchLeaseOrFetch(req.tenant, req.keys, hold)) {
         w.ItemStatus(g.status());
-        if (!g.ok()) continue;
-        leases_.insert(g->lease_id);
-        proto::EncodeLeaseReply(w, {g->lease_id, g->offset, g->size, g->deadline_nanos});
+        if (g.ok()) EncodeGrant(*g, hold);
       }
       return Status::Ok();
     }

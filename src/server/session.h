@@ -57,7 +57,10 @@ class Session {
   Status Alloc(std::string_view body);
   Status IdCall(proto::Opcode op, std::string_view body);
   Status Put(std::string_view body);
-  Status Lease(std::string_view body);
+  // LEASE, or with ReadHold::kLocate LOCATE (no lease for a DRAM hit).
+  Status Lease(std::string_view body, ReadHold hold);
+  // Appends a LEASE (or LOCATE) reply for `g` to reply_; remembers a lease.
+  void EncodeGrant(const LeaseGrant& g, ReadHold hold);
   Status Get(std::string_view body);
   Status KeyCall(proto::Opcode op, std::string_view body);
   // A lookup `local` answered; when it missed and the call allows it, the
@@ -80,10 +83,12 @@ class Session {
   Status GetInline(std::string_view tenant, std::string_view key);
   // A lease of the local value; in cluster mode a local miss is fetched from
   // the owner the global index names (RemoteCatalog::Fetch), then leased.
-  Result<LeaseGrant> LeaseOrFetch(std::string_view tenant, std::string_view key);
+  Result<LeaseGrant> LeaseOrFetch(std::string_view tenant, std::string_view key,
+                                  ReadHold hold = ReadHold::kLease);
   // The same for a batch: the items that missed are fetched together.
   std::vector<Result<LeaseGrant>> BatchLeaseOrFetch(std::string_view tenant,
-                                                    std::span<const std::string_view> keys);
+                                                    std::span<const std::string_view> keys,
+                                                    ReadHold hold = ReadHold::kLease);
 
   // Waits up to `ms` (< 0: forever) for the next request; false when none came
   // or the server needs this worker for a waiting connection.
@@ -106,7 +111,8 @@ class Session {
   const bool unix_socket_;
   const int64_t handshake_deadline_ns_;
   bool hello_done_ = false;
-  std::string name_space_;  // declared at HELLO; caller_.name_space views it
+  bool send_generations_ = false;  // the last HELLO asked for the generation table
+  std::string name_space_;         // declared at HELLO; caller_.name_space views it
   Caller caller_;
   proto::BufferedReader reader_;  // every read of fd_ goes through it
   std::string body_;              // request body buffer, reused

