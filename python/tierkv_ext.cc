@@ -115,11 +115,13 @@ ItemStatus ToPy(const Status& st, size_t size = 0) {
 class PyClient {
  public:
   PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
-           std::string client_name, std::string name_space, bool pipeline_commits)
+           std::string client_name, std::string name_space, bool pipeline_commits,
+           bool lease_free_reads)
       : tenant_(std::move(tenant)) {
     tierkv::ClientOptions o;
     o.rank = rank;
     o.pipeline_commits = pipeline_commits;
+    o.lease_free_reads = lease_free_reads;
     o.io_timeout_ms = timeout_ms;
     o.client_name = std::move(client_name);
     o.name_space = std::move(name_space);
@@ -490,11 +492,12 @@ PYBIND11_MODULE(_tierkv, m) {
       });
 
   py::class_<PyClient>(m, "Client")
-      .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string,
+      .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string, bool,
                     bool>(),
            py::arg("address"), py::arg("tenant") = "default", py::arg("rank") = 0,
            py::arg("timeout_ms") = 30000, py::arg("client_name") = "python",
-           py::arg("namespace") = "", py::arg("pipeline_commits") = false)
+           py::arg("namespace") = "", py::arg("pipeline_commits") = false,
+           py::arg("lease_free_reads") = true)
       .def("close", &PyClient::Close)
       .def("flush", &PyClient::Flush)
       .def_property_readonly("closed", &PyClient::closed)

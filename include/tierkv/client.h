@@ -69,6 +69,14 @@ struct ClientOptions {
   // client may not see the object yet; this client's own later calls do
   // (a session's requests run in order). Off: every put waits for its commit.
   bool pipeline_commits = false;
+  // Unix socket only: gets take no read lease. The manager answers where the
+  // value is and the generation of its range; the client copies, then checks
+  // the generation in the manager's generation table (mapped read-only). A
+  // range freed during the copy (the object removed, replaced or evicted)
+  // shows a newer generation: that item is read again under a lease, so a
+  // copy is never torn. Saves the RELEASE message and the manager's lease
+  // bookkeeping per get. Off: every get is a LEASE, copy, RELEASE.
+  bool lease_free_reads = true;
 };
 
 struct WriteOptions {
@@ -191,6 +199,7 @@ class Client {
   class Impl;
 
  private:
+  friend class ClientTestPeer;  // test seams (src/client/client_test_peer.h)
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -227,3 +227,24 @@ def test_a_failed_pipelined_commit_is_raised_by_the_next_call():
         c.close()
     finally:
         m.close()
+
+
+def test_gets_with_and_without_read_leases_return_the_same_values(manager):
+    writer = tierkv.Client(manager.uds, "leasefree")
+    readers = [tierkv.Client(manager.uds, "leasefree", lease_free_reads=flag)
+               for flag in (True, False)]
+    try:
+        values = {f"v{i}": bytes([i % 251]) * (1 + 4093 * i) for i in range(20)}
+        for key, value in values.items():
+            writer.put(key, value)
+        for reader in readers:
+            for key, value in values.items():
+                assert reader.get(key) == value
+            got = reader.batch_get(list(values))
+            assert [bytes(v) for v in got] == list(values.values())
+            assert reader.query("v3")["active_leases"] == 0
+    finally:
+        writer.remove_all(force=True)
+        writer.close()
+        for reader in readers:
+            reader.close()

@@ -29,7 +29,7 @@ class Client:
 
     def __init__(self, address: str, tenant: str = "default", *, rank: int = 0,
                  timeout_ms: int = 30000, client_name: str = "python", namespace: str = "",
-                 pipeline_commits: bool = False):
+                 pipeline_commits: bool = False, lease_free_reads: bool = True):
         """``namespace``: the storage namespace recorded with every object this client
         puts (``tierkv:v1:<64 lowercase hex>``, see :func:`tierkv.derive_namespace`);
         a malformed one raises :class:`tierkv.InvalidArgument`.
@@ -38,9 +38,13 @@ class Client:
         return once the value is copied and its commit sent, without waiting for the
         answer (one round trip per put instead of two). A commit that failed is
         raised by the next call on this client, which then does nothing else, or by
-        :meth:`flush`; until then other clients may not see the object yet."""
+        :meth:`flush`; until then other clients may not see the object yet.
+
+        ``lease_free_reads`` (Unix socket only): gets copy without a read lease and
+        check the copy against the manager's generation table; a copy whose range
+        was freed meanwhile is read again under a lease (``docs/protocol.md``)."""
         self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name, namespace,
-                                 pipeline_commits)
+                                 pipeline_commits, lease_free_reads)
         self.address = address
 
     # -- lifecycle ----------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 
+#include "client/client_test_peer.h"
 #include "client/connection.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
@@ -136,6 +137,8 @@ class Client::Impl {
   TransferStats stats;
   uint32_t rank = 0;
   bool pipeline_commits = false;
+  // Test seam: runs after a lease-free copy, before its generation check.
+  std::function<void()> after_located_copy;
 
   // Records one batch call and, about once a second, posts the report.
   void Account(TransferStats::Op op, uint64_t bytes, int64_t start_ns) {
@@ -158,15 +161,23 @@ class Client::Impl {
 
   Status PutOne(std::string_view key, const void* data, size_t size, const WriteOptions& o,
                 bool upsert);
+  // `locate`: ask for a LOCATE when the generation table is mapped (a copy
+  // found torn is read again with locate false, under a lease).
   Result<size_t> GetOne(std::string_view key, void* buffer, size_t capacity,
-                        std::string_view tenant, std::string* out);
+                        std::string_view tenant, std::string* out, bool locate = true);
   void BatchPutChunk(std::span<const PutItem> items, std::string_view tenant, bool upsert,
                      Status* out);
   // Receives item `i`'s value (valid only during the call); its status becomes
   // the item's result.
   using ValueSink = std::function<Status(size_t i, const char* data, size_t size)>;
   void BatchGetShm(std::span<const std::string_view> keys, std::string_view tenant,
-                   const ValueSink& sink, std::vector<Status>& out, size_t base);
+                   const ValueSink& sink, std::vector<Status>& out, size_t base,
+                   bool locate = true);
+  // Reads again, under leases, the items of a BatchGetShm chunk whose
+  // lease-free copies were found torn (`items`: their indexes in `keys`).
+  void RereadLeased(std::span<const std::string_view> keys, std::span<const size_t> items,
+                    std::string_view tenant, const ValueSink& sink, std::vector<Status>& out,
+                    size_t base);
   size_t BatchGetInline(std::span<const std::string_view> keys, std::string_view tenant,
                         const ValueSink& sink, std::vector<Status>& out, size_t base);
   // Chunks `keys` by the batch limit; `*bytes` (updated by the sink) is
@@ -280,13 +291,15 @@ Status Client::Upsert(std::string_view key, const void* data, size_t size,
 
 // Copies into `buffer` (capacity bytes) or, when `out` is set, into *out.
 Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t capacity,
-                                    std::string_view tenant, std::string* out) {
+                                    std::string_view tenant, std::string* out, bool locate) {
   Writer w = Begin();
   proto::KeyRequest{tenant, key}.Encode(w);
   if (conn.shared_memory()) {
-    if (Status st = Call(Opcode::kLease); !st.ok()) return st;
+    locate = locate && conn.generations();
+    if (Status st = Call(locate ? Opcode::kLocate : Opcode::kLease); !st.ok()) return st;
     Reader r(reply);
-    const proto::LeaseReply lease = proto::DecodeLeaseReply(r);
+    const proto::LeaseReply lease =
+        locate ? proto::DecodeLocateReply(r) : proto::DecodeLeaseReply(r);
     if (!r.ok() || lease.offset + lease.size > conn.pool_size()) {
       return Status(Code::kProtocolError, "malformed lease reply");
     }
@@ -298,6 +311,14 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
       copy_status = SizeMismatch(lease.size, capacity);
     } else {
       std::memcpy(buffer, conn.pool() + lease.offset, lease.size);
+    }
+    if (lease.lease_id == 0) {  // located, not leased
+      if (!copy_status.ok()) return copy_status;
+      if (after_located_copy) after_located_copy();
+      if (!conn.CopyIntact(lease.offset, lease.generation)) {
+        return GetOne(key, buffer, capacity, tenant, out, /*locate=*/false);
+      }
+      return static_cast<size_t>(lease.size);
     }
     Writer rel = Begin();
     rel.U64(lease.lease_id);
@@ -444,13 +465,15 @@ std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string
 // copies it where the caller wants it.
 
 void Client::Impl::BatchGetShm(std::span<const std::string_view> keys, std::string_view tenant,
-                               const ValueSink& sink, std::vector<Status>& out, size_t base) {
+                               const ValueSink& sink, std::vector<Status>& out, size_t base,
+                               bool locate) {
+  locate = locate && conn.generations();
   proto::BatchKeysRequest req;
   req.tenant = tenant;
   req.keys.assign(keys.begin(), keys.end());
   Writer w = Begin();
   req.Encode(w);
-  if (Status st = Call(Opcode::kBatchLease); !st.ok()) {
+  if (Status st = Call(locate ? Opcode::kBatchLocate : Opcode::kBatchLease); !st.ok()) {
     FillAll(out, base, base + keys.size(), st);
     return;
   }
@@ -458,6 +481,12 @@ void Client::Impl::BatchGetShm(std::span<const std::string_view> keys, std::stri
   const uint32_t n = r.U32();
   std::vector<uint64_t> ids;
   std::vector<size_t> idx;
+  struct Located {
+    size_t item = 0;
+    uint64_t offset = 0;
+    uint32_t generation = 0;
+  };
+  std::vector<Located> located;
   int64_t earliest_deadline = INT64_MAX;
   for (uint32_t i = 0; i < n && i < keys.size(); ++i) {
     Status st = r.ItemStatus();
@@ -465,37 +494,62 @@ void Client::Impl::BatchGetShm(std::span<const std::string_view> keys, std::stri
       out[base + i] = st;
       continue;
     }
-    const proto::LeaseReply l = proto::DecodeLeaseReply(r);
+    const proto::LeaseReply l = locate ? proto::DecodeLocateReply(r) : proto::DecodeLeaseReply(r);
     if (!r.ok() || l.offset + l.size > conn.pool_size()) break;
     out[base + i] = sink(base + i, reinterpret_cast<const char*>(conn.pool() + l.offset), l.size);
+    if (l.lease_id == 0) {
+      if (out[base + i].ok()) located.push_back({i, l.offset, l.generation});
+      continue;
+    }
     ids.push_back(l.lease_id);
     idx.push_back(i);
     earliest_deadline = std::min(earliest_deadline, l.deadline_nanos);
   }
   if (!r.done() || n != keys.size()) {
     FillAll(out, base, base + keys.size(),
-            Status(Code::kProtocolError, "malformed batch_lease reply"));
+            Status(Code::kProtocolError,
+                   locate ? "malformed batch_locate reply" : "malformed batch_lease reply"));
     return;
   }
-  if (ids.empty()) return;
-  Writer rel = Begin();
-  proto::BatchIdsRequest{ids}.Encode(rel);
-  if (CopyFinishedWithinLease(earliest_deadline)) {
-    // Every copy finished within its lease: release without waiting.
-    if (Status st = conn.Post(Opcode::kBatchRelease, body); !st.ok()) {
-      for (size_t j : idx) out[base + j] = st;
+  std::vector<size_t> torn;
+  if (!located.empty() && after_located_copy) after_located_copy();
+  for (const Located& l : located) {
+    if (!conn.CopyIntact(l.offset, l.generation)) torn.push_back(l.item);
+  }
+  if (!ids.empty()) {
+    Writer rel = Begin();
+    proto::BatchIdsRequest{ids}.Encode(rel);
+    if (CopyFinishedWithinLease(earliest_deadline)) {
+      // Every copy finished within its lease: release without waiting.
+      if (Status st = conn.Post(Opcode::kBatchRelease, body); !st.ok()) {
+        for (size_t j : idx) out[base + j] = st;
+      }
+    } else {
+      Status st = Call(Opcode::kBatchRelease);
+      Reader rr(reply);
+      const uint32_t m = st.ok() ? rr.U32() : 0;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        Status rs = !st.ok() ? st
+                    : j < m  ? rr.ItemStatus()
+                             : Status(Code::kProtocolError, "short batch_release reply");
+        if (!rs.ok() && out[base + idx[j]].ok()) out[base + idx[j]] = rs;
+      }
     }
-    return;
   }
-  Status st = Call(Opcode::kBatchRelease);
-  Reader rr(reply);
-  const uint32_t m = st.ok() ? rr.U32() : 0;
-  for (size_t j = 0; j < idx.size(); ++j) {
-    Status rs = !st.ok() ? st
-                : j < m  ? rr.ItemStatus()
-                         : Status(Code::kProtocolError, "short batch_release reply");
-    if (!rs.ok() && out[base + idx[j]].ok()) out[base + idx[j]] = rs;
-  }
+  if (!torn.empty()) RereadLeased(keys, torn, tenant, sink, out, base);
+}
+
+void Client::Impl::RereadLeased(std::span<const std::string_view> keys,
+                                std::span<const size_t> items, std::string_view tenant,
+                                const ValueSink& sink, std::vector<Status>& out, size_t base) {
+  std::vector<std::string_view> again;
+  for (size_t i : items) again.push_back(keys[i]);
+  std::vector<Status> got(again.size());
+  const ValueSink to_item = [&](size_t j, const char* data, size_t size) {
+    return sink(base + items[j], data, size);
+  };
+  BatchGetShm(again, tenant, to_item, got, 0, /*locate=*/false);
+  for (size_t j = 0; j < items.size(); ++j) out[base + items[j]] = got[j];
 }
 
 // Returns how many leading items were answered; the rest hit the reply limit.
@@ -721,6 +775,15 @@ Result<KeyList> Client::ListKeys(std::string_view tenant, std::string_view prefi
   for (uint32_t i = 0; i < n; ++i) list.keys.emplace_back(r.Str());
   if (Status st = r.Finish("list_keys reply"); !st.ok()) return st;
   return list;
+}
+
+}  // namespace tierkv
+
+namespace tierkv {
+
+void ClientTestPeer::SetAfterLocatedCopy(Client& client, std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(client.impl_->mu);
+  client.impl_->after_located_copy = std::move(hook);
 }
 
 }  // namespace tierkv

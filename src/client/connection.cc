@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -13,6 +14,16 @@
 #include "protocol/codec.h"
 
 namespace tierkv {
+namespace {
+
+void CloseAll(std::span<int> fds) {
+  for (int& fd : fds) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+}
+
+}  // namespace
 
 Connection::Connection(proto::Address address, ClientOptions options)
     : address_(std::move(address)), options_(std::move(options)), spin_(options_.spin_us) {}
@@ -23,6 +34,9 @@ void Connection::Close() {
   if (pool_ != nullptr) munmap(pool_, pool_size_);
   pool_ = nullptr;
   pool_size_ = 0;
+  if (generations_ != nullptr) munmap(const_cast<uint32_t*>(generations_), generations_bytes_);
+  generations_ = nullptr;
+  generations_bytes_ = 0;
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   reader_.Clear();
@@ -52,9 +66,21 @@ Status Connection::Open() {
   std::string body;
   proto::Writer w(&body);
   proto::HelloRequest req{options_.rank, options_.client_name, options_.name_space};
+  if (options_.lease_free_reads && address_.kind == proto::Address::Kind::kUnix) {
+    req.flags = proto::kHelloGenerations;
+  }
   req.Encode(w);
   std::string reply;
-  if (Status st = Exchange(proto::Opcode::kHello, body, &reply, /*hello=*/true); !st.ok()) {
+  Status st = Exchange(proto::Opcode::kHello, body, &reply, /*hello=*/true);
+  if (st.code() == Code::kProtocolError && req.flags != 0 && fd_ >= 0) {
+    // A manager that predates HELLO flags refuses the trailing byte and keeps
+    // the connection open: greet it without them (gets then take leases).
+    body.clear();
+    req.flags = 0;
+    req.Encode(w);
+    st = Exchange(proto::Opcode::kHello, body, &reply, /*hello=*/true);
+  }
+  if (!st.ok()) {
     Close();
     return st;
   }
@@ -110,14 +136,12 @@ Status Connection::Settle() {
 
 Status Connection::ReadPosted() {
   proto::FrameHeader rh;
-  int received_fd = -1;
   while (!posted_.empty()) {
     // Off the list before the read: a read that fails closes the connection,
     // and Close() reports the checked posts still on it as unknown.
     const Posted p = std::move(posted_.front());
     posted_.pop_front();
-    if (Status st = ReadReply(&rh, &scratch_, false, &received_fd,
-                              spin_.WindowUs(static_cast<uint16_t>(p.op)));
+    if (Status st = ReadReply(&rh, &scratch_, {}, spin_.WindowUs(static_cast<uint16_t>(p.op)));
         !st.ok()) {
       NoteUnknown(p, Code::kUnavailable, st.message());
       return st;
@@ -153,14 +177,13 @@ Status Connection::SendFrame(proto::Opcode op, std::string_view body, uint64_t* 
   return Status::Ok();
 }
 
-Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd,
+Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, std::span<int> fds,
                              int spin_us) {
   uint8_t hdr[proto::kHeaderSize];
-  *fd = -1;
-  // The HELLO reply carries the pool's descriptor with its first byte, so
+  // The HELLO reply carries the pool's descriptors with its first byte, so
   // that header is read unbuffered (nothing else is in flight then).
-  Status st = with_fd ? proto::ReadWithFd(fd_, hdr, sizeof(hdr), fd)
-                      : reader_.Read(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, spin_us);
+  Status st = !fds.empty() ? proto::ReadWithFds(fd_, hdr, sizeof(hdr), fds)
+                           : reader_.Read(fd_, hdr, sizeof(hdr), options_.io_timeout_ms, spin_us);
   if (st.ok()) {
     *header = proto::DecodeHeader(hdr);
     st = proto::CheckHeader(*header, UINT32_MAX);
@@ -172,8 +195,7 @@ Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool
     }
   }
   if (!st.ok()) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
+    CloseAll(fds);
     Close();
     if (st.code() == Code::kUnavailable || st.code() == Code::kIoError) {
       return Status(Code::kUnavailable, "lost the connection to " + address_.ToString() + " (" +
@@ -182,8 +204,7 @@ Status Connection::ReadReply(proto::FrameHeader* header, std::string* body, bool
     return st;
   }
   if (header->opcode == static_cast<uint16_t>(proto::Opcode::kFatal)) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
+    CloseAll(fds);
     proto::Reader r(*body);
     const std::string msg(r.Str());
     Close();
@@ -199,51 +220,80 @@ Status Connection::Exchange(proto::Opcode op, std::string_view body, std::string
   if (Status st = SendFrame(op, body, &id); !st.ok()) return st;
   const auto sent = std::chrono::steady_clock::now();
   proto::FrameHeader rh;
-  int received_fd = -1;
+  // The pool's descriptor, then the generation table's.
+  int fds[proto::kMaxPassedFds] = {-1, -1};
+  const bool with_fds = hello && address_.kind == proto::Address::Kind::kUnix;
   // Replies to posted requests come first.
   if (Status st = ReadPosted(); !st.ok()) return st;
-  const bool with_fd = hello && address_.kind == proto::Address::Kind::kUnix;
   const auto kind = static_cast<uint16_t>(op);
-  if (Status st = ReadReply(&rh, reply, with_fd, &received_fd, spin_.WindowUs(kind)); !st.ok()) {
+  if (Status st = ReadReply(&rh, reply, with_fds ? std::span<int>(fds) : std::span<int>(),
+                            spin_.WindowUs(kind));
+      !st.ok()) {
     return st;
   }
   spin_.Record(kind, std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::steady_clock::now() - sent)
                          .count());
   if (rh.request_id != id || (rh.flags & proto::kFlagResponse) == 0 || rh.status > kMaxCode) {
-    if (received_fd >= 0) close(received_fd);
+    CloseAll(fds);
     Close();
     return Status(Code::kProtocolError, "reply does not match the request (id, flags or status)");
   }
   if (rh.status != 0) {
-    if (received_fd >= 0) close(received_fd);
+    CloseAll(fds);
     proto::Reader r(*reply);
     return Status(static_cast<Code>(rh.status), std::string(r.Str()));
   }
   if (!hello) return Status::Ok();
   proto::Reader r(*reply);
   if (Status ds = hello_.Decode(r); !ds.ok()) {
-    if (received_fd >= 0) close(received_fd);
+    CloseAll(fds);
     return ds;
   }
-  if (hello_.shm && received_fd >= 0) {
-    void* base =
-        mmap(nullptr, hello_.pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, received_fd, 0);
-    const int err = errno;
-    close(received_fd);
-    if (base == MAP_FAILED) {
-      return Status(Code::kIoError, std::string("mmap of the manager's pool: ") + strerror(err));
-    }
-    // Where the manager's pool has huge pages, this mapping uses them too
-    // (with the kernel's "advise" policy a mapping must ask for itself).
-    (void)madvise(base, hello_.pool_size, MADV_HUGEPAGE);
-    if (options_.prefault_pool) PrefaultWritable(base, hello_.pool_size);
-    pool_ = static_cast<uint8_t*>(base);
-    pool_size_ = hello_.pool_size;
-  } else if (received_fd >= 0) {
-    close(received_fd);
+  return MapShared(fds[0], fds[1]);
+}
+
+Status Connection::MapShared(int pool_fd, int generations_fd) {
+  if (!hello_.shm || pool_fd < 0) {
+    int both[] = {pool_fd, generations_fd};
+    CloseAll(both);
+    return Status::Ok();
   }
+  void* base = mmap(nullptr, hello_.pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, pool_fd, 0);
+  const int err = errno;
+  close(pool_fd);
+  if (base == MAP_FAILED) {
+    if (generations_fd >= 0) close(generations_fd);
+    return Status(Code::kIoError, std::string("mmap of the manager's pool: ") + strerror(err));
+  }
+  // Where the manager's pool has huge pages, this mapping uses them too
+  // (with the kernel's "advise" policy a mapping must ask for itself).
+  (void)madvise(base, hello_.pool_size, MADV_HUGEPAGE);
+  if (options_.prefault_pool) PrefaultWritable(base, hello_.pool_size);
+  pool_ = static_cast<uint8_t*>(base);
+  pool_size_ = hello_.pool_size;
+  if (generations_fd < 0) return Status::Ok();
+  // Without a usable table the client reads under leases, as before.
+  const uint32_t page = hello_.generation_page_bytes;
+  if (hello_.generations == 1 && page != 0 && pool_size_ % page == 0) {
+    const uint64_t bytes = pool_size_ / page * sizeof(uint32_t);
+    void* table = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, generations_fd, 0);
+    if (table != MAP_FAILED) {
+      generations_ = static_cast<const uint32_t*>(table);
+      generations_bytes_ = bytes;
+    }
+  }
+  close(generations_fd);
   return Status::Ok();
+}
+
+bool Connection::CopyIntact(uint64_t offset, uint32_t generation) const {
+  // The copy's loads complete before the generation is read (a seqlock
+  // reader's fence): a range freed during the copy shows a newer generation.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint64_t page = offset / hello_.generation_page_bytes;
+  if (page >= generations_bytes_ / sizeof(uint32_t)) return false;
+  return __atomic_load_n(generations_ + page, __ATOMIC_ACQUIRE) == generation;
 }
 
 }  // namespace tierkv

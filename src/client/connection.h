@@ -55,16 +55,25 @@ class Connection {
   uint8_t* pool() const { return pool_; }
   uint64_t pool_size() const { return pool_size_; }
   const proto::HelloReply& limits() const { return hello_; }
+  // Whether the manager's generation table is mapped (ClientOptions::
+  // lease_free_reads over a Unix socket): LOCATE answers can then be used.
+  bool generations() const { return generations_ != nullptr; }
+  // After a copy of the range at pool offset `offset` that a LOCATE answered
+  // with `generation`: true when the range was not freed since, so the copy
+  // is the value's. Call after the copy; orders the check after it.
+  bool CopyIntact(uint64_t offset, uint32_t generation) const;
 
  private:
   void Close();
   Status Exchange(proto::Opcode op, std::string_view body, std::string* reply, bool hello);
   Status SendFrame(proto::Opcode op, std::string_view body, uint64_t* request_id);
-  // Reads one reply frame into *header / *body (and a passed descriptor when
-  // `with_fd`), busy-polling for its header up to `spin_us` first. Transport
-  // errors close the connection.
-  Status ReadReply(proto::FrameHeader* header, std::string* body, bool with_fd, int* fd,
-                   int spin_us);
+  // Reads one reply frame into *header / *body (and the descriptors passed
+  // with it into `fds`, when not empty), busy-polling for its header up to
+  // `spin_us` first. Transport errors close the connection (and `fds`).
+  Status ReadReply(proto::FrameHeader* header, std::string* body, std::span<int> fds, int spin_us);
+  // Maps the pool (and the generation table) passed with the HELLO reply;
+  // takes the descriptors.
+  Status MapShared(int pool_fd, int generations_fd);
   // Reads the replies of posted requests, recording a checked one's failure.
   Status ReadPosted();
   bool HasCheckedUnread() const;
@@ -89,6 +98,8 @@ class Connection {
   std::string scratch_;
   uint8_t* pool_ = nullptr;
   uint64_t pool_size_ = 0;
+  const uint32_t* generations_ = nullptr;  // read-only mapping
+  uint64_t generations_bytes_ = 0;
   proto::HelloReply hello_;
   std::string frame_;
   ReplySpin spin_;  // how long replies are polled for, per request kind

@@ -1,0 +1,21 @@
+// Test seams of tierkv::Client (not part of the public API).
+#ifndef TIERKV_CLIENT_CLIENT_TEST_PEER_H_
+#define TIERKV_CLIENT_CLIENT_TEST_PEER_H_
+
+#include <functional>
+
+#include "tierkv/client.h"
+
+namespace tierkv {
+
+class ClientTestPeer {
+ public:
+  // Runs `hook` in Get and BatchGet after a lease-free copy and before its
+  // generation is checked (empty: nothing), on the calling thread. Set it
+  // while no call is running on `client`.
+  static void SetAfterLocatedCopy(Client& client, std::function<void()> hook);
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLIENT_CLIENT_TEST_PEER_H_
