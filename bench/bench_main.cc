@@ -47,6 +47,10 @@ struct Options {
   uint64_t size = 1 << 20;
   uint64_t count = 512;
   int threads = 1;
+  // --batch N (with --client-only): batched 4 KiB exist and get of N keys per
+  // call instead, over --count keys per thread stored first, --passes times.
+  size_t batch = 0;
+  int passes = 3;
 };
 
 uint64_t CountFor(uint64_t size, bool quick) {
@@ -56,6 +60,14 @@ uint64_t CountFor(uint64_t size, bool quick) {
 
 int ClientOnly(const Options& opt) {
   std::vector<Series> series;
+  if (opt.batch > 0) {
+    if (!PreloadBatchKeys(opt.client_only, opt.threads, opt.count)) return 1;
+    RunBatched(opt.client_only, opt.count, opt.batch, opt.threads, opt.passes, &series);
+    if (series.size() != 2) return 1;
+    std::printf("{\"exist_ops\": %.0f, \"get_ops\": %.0f, \"get_p50_us\": %.1f}\n",
+                series[0].OpsPerSec(), series[1].OpsPerSec(), series[1].PercentileUs(50));
+    return 0;
+  }
   RunTierkv(opt.client_only, "client", opt.size, opt.count, opt.threads, /*pipelined=*/false,
             &series);
   if (series.size() != 2) return 1;
@@ -292,6 +304,8 @@ int main(int argc, char** argv) {
       opt.quick = true;
     } else if (a == "--client-spin-us" && i + 1 < argc) {
       tierkv::bench::SetClientSpinUs(std::stoi(argv[++i]));
+    } else if (a == "--lease-reads") {
+      tierkv::bench::SetClientLeaseReads(true);
     } else if (a == "--server-spin-us" && i + 1 < argc) {
       opt.server_spin_us = argv[++i];
     } else if (a == "--batched-only") {
@@ -304,12 +318,17 @@ int main(int argc, char** argv) {
       opt.count = std::stoull(argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
       opt.threads = std::stoi(argv[++i]);
+    } else if (a == "--batch" && i + 1 < argc) {
+      opt.batch = std::stoull(argv[++i]);
+    } else if (a == "--passes" && i + 1 < argc) {
+      opt.passes = std::stoi(argv[++i]);
     } else {
       std::fprintf(
           stderr,
           "usage: tierkv_bench [--json PATH] [--quick] [--batched-only] [--client-spin-us US]\n"
-          "                    [--server-spin-us US]\n"
-          "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N] [--threads T]\n");
+          "                    [--server-spin-us US] [--lease-reads]\n"
+          "       tierkv_bench --client-only ADDRESS [--size BYTES] [--count N] [--threads T]\n"
+          "                    [--batch N [--passes P]]\n");
       return 2;
     }
   }

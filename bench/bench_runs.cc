@@ -82,16 +82,19 @@ Series MemcpyBaseline(uint64_t size, uint64_t count) {
 namespace {
 
 int client_spin_us = -1;
+bool client_lease_reads = false;
 
 ClientOptions BaseOptions() {
   ClientOptions options;
   if (client_spin_us >= 0) options.spin_us = client_spin_us;
+  options.lease_free_reads = !client_lease_reads;
   return options;
 }
 
 }  // namespace
 
 void SetClientSpinUs(int spin_us) { client_spin_us = spin_us; }
+void SetClientLeaseReads(bool leases) { client_lease_reads = leases; }
 
 void RunTierkv(const std::string& address, const std::string& label, uint64_t size, uint64_t count,
                int threads, bool pipelined, std::vector<Series>* out) {

@@ -37,6 +37,9 @@ class Slab {
 // The reply spin cap of every tierkv client the runs open
 // (ClientOptions::spin_us); negative: the client's default.
 void SetClientSpinUs(int spin_us);
+// Every tierkv client the bench opens gets under read leases
+// (ClientOptions::lease_free_reads off).
+void SetClientLeaseReads(bool leases);
 
 // Single-thread memcpy between different slots of two slabs.
 Series MemcpyBaseline(uint64_t size, uint64_t count);
