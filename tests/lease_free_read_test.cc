@@ -92,7 +92,9 @@ TEST(LeaseFreeReads, ACopyWhoseRangeWasFreedMeanwhileIsReadAgainUnderALease) {
   }
   int calls = 0;
   ClientTestPeer::SetAfterLocatedCopy(*reader, [&] {
-    if (calls++ == 0) ASSERT_TRUE(writer->Upsert("b1", RandomBytes(size, 100)).ok());
+    if (calls++ == 0) {
+      ASSERT_TRUE(writer->Upsert("b1", RandomBytes(size, 100)).ok());
+    }
   });
   auto v = reader->Get("b1");
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -101,7 +103,9 @@ TEST(LeaseFreeReads, ACopyWhoseRangeWasFreedMeanwhileIsReadAgainUnderALease) {
 
   calls = 0;
   ClientTestPeer::SetAfterLocatedCopy(*reader, [&] {
-    if (calls++ == 0) ASSERT_TRUE(writer->Upsert("b1", RandomBytes(size, 101)).ok());
+    if (calls++ == 0) {
+      ASSERT_TRUE(writer->Upsert("b1", RandomBytes(size, 101)).ok());
+    }
   });
   const std::vector<std::string_view> keys = {"b0", "b1", "b2"};
   std::vector<std::string> bufs(3, std::string(size, '\0'));
@@ -119,7 +123,9 @@ TEST(LeaseFreeReads, ACopyWhoseRangeWasFreedMeanwhileIsReadAgainUnderALease) {
 
   calls = 0;
   ClientTestPeer::SetAfterLocatedCopy(*reader, [&] {
-    if (calls++ == 0) ASSERT_TRUE(writer->Remove("b2").ok());
+    if (calls++ == 0) {
+      ASSERT_TRUE(writer->Remove("b2").ok());
+    }
   });
   EXPECT_EQ(reader->Get("b2").status().code(), Code::kNotFound);
 }

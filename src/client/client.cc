@@ -174,7 +174,8 @@ class Client::Impl {
                    const ValueSink& sink, std::vector<Status>& out, size_t base,
                    bool locate = true);
   // Reads again, under leases, the items of a BatchGetShm chunk whose
-  // lease-free copies were found torn (`items`: their indexes in `keys`).
+  // lease-free copies were found torn (`items`: their indexes in `keys`). The
+  // sink runs again for them (the transfer statistics count both copies).
   void RereadLeased(std::span<const std::string_view> keys, std::span<const size_t> items,
                     std::string_view tenant, const ValueSink& sink, std::vector<Status>& out,
                     size_t base);
