@@ -313,7 +313,7 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
     } else {
       std::memcpy(buffer, conn.pool() + lease.offset, lease.size);
     }
-    if (lease.lease_id == 0) {  // located, not leased
+    if (locate && lease.lease_id == 0) {  // located, not leased (no lease id is 0)
       if (!copy_status.ok()) return copy_status;
       if (after_located_copy) after_located_copy();
       if (!conn.CopyIntact(lease.offset, lease.generation)) {
@@ -498,7 +498,7 @@ void Client::Impl::BatchGetShm(std::span<const std::string_view> keys, std::stri
     const proto::LeaseReply l = locate ? proto::DecodeLocateReply(r) : proto::DecodeLeaseReply(r);
     if (!r.ok() || l.offset + l.size > conn.pool_size()) break;
     out[base + i] = sink(base + i, reinterpret_cast<const char*>(conn.pool() + l.offset), l.size);
-    if (l.lease_id == 0) {
+    if (locate && l.lease_id == 0) {  // located, not leased (no lease id is 0)
       if (out[base + i].ok()) located.push_back({i, l.offset, l.generation});
       continue;
     }
