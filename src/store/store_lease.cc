@@ -46,21 +46,18 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   Blob& blob = *it->second.current;
   (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
   TouchLocked(shard, *it, now);
-  const uint32_t generation = dram_->Generation(blob.extent.offset);
+  uint8_t* const data = dram_->base() + blob.extent.offset;
   if (hold == ReadHold::kLocate) {
+    // The only read of the generation table on a get: a leased get needs none.
     return LeaseGrant{
-        0, blob.extent.offset, blob.size, 0, dram_->base() + blob.extent.offset, generation};
+        0, blob.extent.offset, blob.size, 0, data, dram_->Generation(blob.extent.offset)};
   }
   const int64_t deadline = now + MsToNs(options_.lease_ms);
-  static const bool hack = getenv("HACK_NOREL") != nullptr;
-  const uint64_t id = hack ? 0 : NextId(shard);
-  if (!hack) {
-    shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
-    ++blob.leases;
-  }
+  const uint64_t id = NextId(shard);
+  shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
+  ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
-  return LeaseGrant{
-      id, blob.extent.offset, blob.size, deadline, dram_->base() + blob.extent.offset, generation};
+  return LeaseGrant{id, blob.extent.offset, blob.size, deadline, data};
 }
 
 Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref, ReadHold hold) {

@@ -113,7 +113,7 @@ enum class ReadHold : uint8_t {
 // A readable value's place. With ReadHold::kLocate a DRAM hit has lease_id 0
 // and deadline 0, and `generation` is its range's generation
 // (DramPool::Generation) read while the value was live; the range may be freed
-// at any time after the call.
+// at any time after the call. A leased grant has generation 0 (not needed).
 struct LeaseGrant {
   uint64_t lease_id = 0;
   uint64_t offset = 0;
