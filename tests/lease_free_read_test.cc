@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "client/client_test_peer.h"
+#include "client_util.h"
 #include "manager_process.h"
 #include "raw_conn.h"
 #include "tierkv/client.h"
@@ -27,9 +28,7 @@ using testing::RawReply;
 std::unique_ptr<Client> Connect(const std::string& address, bool lease_free = true) {
   ClientOptions o;
   o.lease_free_reads = lease_free;
-  auto c = Client::Connect(address, o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(*c) : nullptr;
+  return testing::ConnectWith(address, o);
 }
 
 TEST(LeaseFreeReads, GetsReturnTheValuesAndHoldNoLeaseWhileCopying) {

@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "client_util.h"
 #include "manager_process.h"
 #include "tierkv/client.h"
 
@@ -19,9 +20,7 @@ std::string Pattern(size_t n, uint32_t seed) { return testing::RandomBytes(n, se
 std::unique_ptr<Client> ConnectPipelined(const std::string& address) {
   ClientOptions o;
   o.pipeline_commits = true;
-  auto c = Client::Connect(address, o);
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(*c) : nullptr;
+  return testing::ConnectWith(address, o);
 }
 
 TEST(PipelinedCommit, EveryPutIsStoredAndReadableByItsOwnClientAtOnce) {

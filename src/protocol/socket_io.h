@@ -182,9 +182,6 @@ inline constexpr size_t kMaxPassedFds = 2;
 
 // Writes `buf` with `fds` (1..kMaxPassedFds) attached as SCM_RIGHTS ancillary data.
 Status WriteWithFds(int fd, const void* buf, size_t n, std::span<const int> fds);
-inline Status WriteWithFd(int fd, const void* buf, size_t n, int fd_to_send) {
-  return WriteWithFds(fd, buf, n, std::span<const int>(&fd_to_send, 1));
-}
 
 // Reads exactly `n` bytes; the descriptors received with them are stored in
 // `received` in order (the rest of it set to -1). The caller owns them, also
