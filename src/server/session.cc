@@ -624,10 +624,7 @@ Result<ObjectInfo> Session::Lookup(std::string_view tenant, std::string_view key
 
 Status Session::BatchKeys(Opcode op, std::string_view body) {
   if (op == Opcode::kBatchLease || op == Opcode::kBatchLocate) {
-    if (Status st = RequireShm(op == Opcode::kBatchLease ? "batch_lease" : "batch_locate");
-        !st.ok()) {
-      return st;
-    }
+    if (Status st = RequireShm(proto::OpcodeName(static_cast<uint16_t>(op))); !st.ok()) return st;
   }
   Reader r(body);
   proto::BatchKeysRequest req;
