@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,6 +112,69 @@ struct ItemStatus {
 ItemStatus ToPy(const Status& st, size_t size = 0) {
   return ItemStatus{static_cast<int>(st.code()), st.message(), size};
 }
+
+// The parts of scatter/gather items, from nested Python lists (each part a
+// buffer or an (address, length) tuple) or from flat address and length
+// lists with the same number of parts per key. Holds the buffers it views.
+class Parts {
+ public:
+  Parts(const py::list& per_key, bool writable) {
+    for (const py::handle& item : per_key) {
+      if (!py::isinstance<py::list>(item) && !py::isinstance<py::tuple>(item)) {
+        throw py::type_error("the parts of each key are a list of buffers or (address, length)");
+      }
+      starts_.push_back(regions_.size());
+      for (const py::handle& part : item) {
+        if (py::isinstance<py::tuple>(part)) {
+          py::tuple t = py::reinterpret_borrow<py::tuple>(part);
+          if (t.size() != 2) throw py::value_error("a part is a buffer or (address, length)");
+          regions_.push_back(
+              {reinterpret_cast<void*>(t[0].cast<uintptr_t>()), t[1].cast<size_t>()});
+        } else {
+          bufs_.push_back(std::make_unique<Buffer>(part, writable));
+          regions_.push_back({bufs_.back()->data(), bufs_.back()->size()});
+        }
+      }
+    }
+    starts_.push_back(regions_.size());
+  }
+  Parts(size_t keys, const std::vector<uintptr_t>& addresses, const std::vector<size_t>& lengths) {
+    if (addresses.size() != lengths.size()) {
+      throw py::value_error("addresses and lengths differ in count");
+    }
+    if (keys == 0 ? !addresses.empty() : addresses.size() % keys != 0) {
+      throw py::value_error(
+          "each key needs the same number of parts: " + std::to_string(addresses.size()) +
+          " regions for " + std::to_string(keys) + " keys");
+    }
+    const size_t per = keys == 0 ? 0 : addresses.size() / keys;
+    regions_.reserve(addresses.size());
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      regions_.push_back({reinterpret_cast<void*>(addresses[i]), lengths[i]});
+    }
+    for (size_t k = 0; k <= keys; ++k) starts_.push_back(k * per);
+  }
+  size_t keys() const { return starts_.size() - 1; }
+  std::span<const tierkv::Region> Of(size_t key) const {
+    return std::span<const tierkv::Region>(regions_).subspan(starts_[key],
+                                                             starts_[key + 1] - starts_[key]);
+  }
+  // The same parts, read-only (for puts).
+  std::span<const tierkv::ConstRegion> ConstOf(size_t key) {
+    if (const_regions_.size() != regions_.size()) {
+      const_regions_.clear();
+      for (const tierkv::Region& r : regions_) const_regions_.push_back({r.data, r.size});
+    }
+    return std::span<const tierkv::ConstRegion>(const_regions_)
+        .subspan(starts_[key], starts_[key + 1] - starts_[key]);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Buffer>> bufs_;
+  std::vector<tierkv::Region> regions_;
+  std::vector<tierkv::ConstRegion> const_regions_;
+  std::vector<size_t> starts_;
+};
 
 class PyClient {
  public:
@@ -298,6 +362,42 @@ class PyClient {
       res = C().BatchGet(items, t);
     }
     std::vector<ItemStatus> out;
+    for (const auto& r : res) out.push_back(r.ok() ? ToPy(Status::Ok(), *r) : ToPy(r.status()));
+    return out;
+  }
+
+  // Scatter/gather puts and gets: one object per key, its parts in `parts`.
+  std::vector<ItemStatus> PutParts(const py::list& keys, Parts parts, const py::object& tenant,
+                                   bool upsert) {
+    if (parts.keys() != keys.size()) throw py::value_error("one list of parts per key");
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<tierkv::PutPartsItem> items(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) items[i] = {ks[i], parts.ConstOf(i), {}};
+    const std::string t = TenantOr(tenant);
+    std::vector<Status> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchPutParts(items, t, upsert);
+    }
+    std::vector<ItemStatus> out;
+    out.reserve(res.size());
+    for (const Status& st : res) out.push_back(ToPy(st));
+    return out;
+  }
+
+  std::vector<ItemStatus> GetParts(const py::list& keys, Parts parts, const py::object& tenant) {
+    if (parts.keys() != keys.size()) throw py::value_error("one list of parts per key");
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<tierkv::GetPartsItem> items(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) items[i] = {ks[i], parts.Of(i)};
+    const std::string t = TenantOr(tenant);
+    std::vector<tierkv::Result<size_t>> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchGetParts(items, t);
+    }
+    std::vector<ItemStatus> out;
+    out.reserve(res.size());
     for (const auto& r : res) out.push_back(r.ok() ? ToPy(Status::Ok(), *r) : ToPy(r.status()));
     return out;
   }
@@ -519,6 +619,33 @@ PYBIND11_MODULE(_tierkv, m) {
       .def("batch_get", &PyClient::BatchGet, py::arg("keys"), py::arg("tenant") = py::none())
       .def("batch_get_into", &PyClient::BatchGetInto, py::arg("keys"), py::arg("targets"),
            py::arg("tenant") = py::none(), py::arg("exact") = false)
+      .def(
+          "batch_put_parts",
+          [](PyClient& c, const py::list& keys, const py::list& parts, const py::object& tenant,
+             bool upsert) { return c.PutParts(keys, Parts(parts, false), tenant, upsert); },
+          py::arg("keys"), py::arg("parts"), py::arg("tenant") = py::none(),
+          py::arg("upsert") = false)
+      .def(
+          "batch_put_regions",
+          [](PyClient& c, const py::list& keys, const std::vector<uintptr_t>& addresses,
+             const std::vector<size_t>& lengths, const py::object& tenant, bool upsert) {
+            return c.PutParts(keys, Parts(keys.size(), addresses, lengths), tenant, upsert);
+          },
+          py::arg("keys"), py::arg("addresses"), py::arg("lengths"), py::arg("tenant") = py::none(),
+          py::arg("upsert") = false)
+      .def(
+          "batch_get_parts",
+          [](PyClient& c, const py::list& keys, const py::list& parts, const py::object& tenant) {
+            return c.GetParts(keys, Parts(parts, true), tenant);
+          },
+          py::arg("keys"), py::arg("parts"), py::arg("tenant") = py::none())
+      .def(
+          "batch_get_regions",
+          [](PyClient& c, const py::list& keys, const std::vector<uintptr_t>& addresses,
+             const std::vector<size_t>& lengths, const py::object& tenant) {
+            return c.GetParts(keys, Parts(keys.size(), addresses, lengths), tenant);
+          },
+          py::arg("keys"), py::arg("addresses"), py::arg("lengths"), py::arg("tenant") = py::none())
       .def("exists", &PyClient::Exists, py::arg("key"), py::arg("tenant") = py::none(),
            py::arg("local_only") = false)
       .def("batch_exists", &PyClient::BatchExists, py::arg("keys"), py::arg("tenant") = py::none(),

@@ -101,6 +101,32 @@ struct GetItem {
   bool exact_size = false;
 };
 
+// One part of a scatter/gather object: `size` bytes of caller memory at `data`.
+struct ConstRegion {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+struct Region {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+// An object stored from several parts: its value is the concatenation of
+// `parts`, in order (an engine page spread over its layers' buffers).
+struct PutPartsItem {
+  std::string_view key;
+  std::span<const ConstRegion> parts;
+  std::string_view group_id;
+};
+
+// An object read into several parts, in order. The value must be exactly the
+// parts' total size: any other size fails the item with INVALID_ARGUMENT and
+// nothing is copied into any part.
+struct GetPartsItem {
+  std::string_view key;
+  std::span<const Region> parts;
+};
+
 struct RemoveAllStats {
   uint64_t removed = 0;
   uint64_t skipped = 0;  // leased or in-flight objects left in place (force=false)
@@ -169,6 +195,17 @@ class Client {
   std::vector<Result<size_t>> BatchGet(std::span<const GetItem> items,
                                        std::string_view tenant = kDefaultTenant);
   std::vector<Result<std::string>> BatchGet(std::span<const std::string_view> keys,
+                                            std::string_view tenant = kDefaultTenant);
+
+  // Scatter/gather: one object per item, gathered from (put) or scattered
+  // into (get) its parts, on the same paths as BatchPut / BatchGet (one copy
+  // per part straight into or out of the pool over the Unix socket; inline
+  // bytes over TCP), one round trip per chunk. Per item: a status as for
+  // BatchPut; for gets the value length, or an error as for BatchGet with
+  // exact_size. Parts are only read / written during the call.
+  std::vector<Status> BatchPutParts(std::span<const PutPartsItem> items,
+                                    std::string_view tenant = kDefaultTenant, bool upsert = false);
+  std::vector<Result<size_t>> BatchGetParts(std::span<const GetPartsItem> items,
                                             std::string_view tenant = kDefaultTenant);
 
   // Lookups. OK when stored, NOT_FOUND when not. In cluster mode a key the

@@ -135,6 +135,38 @@ class Client:
         ``INVALID_ARGUMENT`` and nothing is copied into that target."""
         return self._c.batch_get_into(list(keys), list(targets), tenant, exact)
 
+    # -- scatter/gather -----------------------------------------------------
+    def batch_put_parts(self, keys: Sequence[Key], parts: Sequence[Sequence[Buffer | tuple]], *,
+                        tenant: str | None = None, upsert: bool = False) -> list[_tierkv.Status]:
+        """Stores one object per key, gathered from its parts: ``parts[i]`` lists
+        buffers or ``(address, length)`` pairs whose concatenation, in order, is
+        the value of ``keys[i]``. One round trip per chunk, one copy per part
+        (Unix socket). Returns one :class:`tierkv.Status` per key."""
+        return self._c.batch_put_parts(list(keys), [list(p) for p in parts], tenant, upsert)
+
+    def batch_put_regions(self, keys: Sequence[Key], addresses: Sequence[int],
+                          lengths: Sequence[int], *, tenant: str | None = None,
+                          upsert: bool = False) -> list[_tierkv.Status]:
+        """:meth:`batch_put_parts` with flat lists: ``len(addresses) // len(keys)``
+        consecutive regions per key (the form an engine's page table yields).
+        Raises ``ValueError`` when the counts do not divide evenly."""
+        return self._c.batch_put_regions(list(keys), list(addresses), list(lengths), tenant,
+                                         upsert)
+
+    def batch_get_parts(self, keys: Sequence[Key], parts: Sequence[Sequence[Buffer | tuple]], *,
+                        tenant: str | None = None) -> list[_tierkv.Status]:
+        """Reads each object into its parts, in order (writable buffers or
+        ``(address, length)`` pairs). The value must be exactly the parts' total
+        size: any other size fails that key with ``INVALID_ARGUMENT`` and nothing
+        is copied into its parts. ``status.size`` is the value's length."""
+        return self._c.batch_get_parts(list(keys), [list(p) for p in parts], tenant)
+
+    def batch_get_regions(self, keys: Sequence[Key], addresses: Sequence[int],
+                          lengths: Sequence[int], *, tenant: str | None = None
+                          ) -> list[_tierkv.Status]:
+        """:meth:`batch_get_parts` with flat lists, as :meth:`batch_put_regions`."""
+        return self._c.batch_get_regions(list(keys), list(addresses), list(lengths), tenant)
+
     def exists(self, key: Key, *, tenant: str | None = None, local_only: bool = False) -> bool:
         """True when stored. In cluster mode also when another manager holds it
         (unless ``local_only``); raises :class:`tierkv.Unavailable` when that is

@@ -47,6 +47,26 @@ Status SizeMismatch(size_t value, size_t capacity) {
                                      " bytes)");
 }
 
+size_t TotalSize(std::span<const ConstRegion> parts) {
+  size_t n = 0;
+  for (const ConstRegion& p : parts) n += p.size;
+  return n;
+}
+
+size_t TotalSize(std::span<const Region> parts) {
+  size_t n = 0;
+  for (const Region& p : parts) n += p.size;
+  return n;
+}
+
+// Copies `size` bytes (the parts' total) into the parts, in order.
+void Scatter(const char* data, std::span<const Region> parts) {
+  for (const Region& p : parts) {
+    std::memcpy(p.data, data, p.size);
+    data += p.size;
+  }
+}
+
 // Fails every entry of `out` that is still unset with `st` (a call-level error).
 template <typename R>
 void FillAll(std::vector<R>& out, size_t from, size_t to, const Status& st) {
@@ -165,8 +185,11 @@ class Client::Impl {
   // found torn is read again with locate false, under a lease).
   Result<size_t> GetOne(std::string_view key, void* buffer, size_t capacity,
                         std::string_view tenant, std::string* out, bool locate = true);
-  void BatchPutChunk(std::span<const PutItem> items, std::string_view tenant, bool upsert,
-                     Status* out);
+  // `sizes`: each item's total size.
+  void BatchPutChunk(std::span<const PutPartsItem> items, std::span<const size_t> sizes,
+                     std::string_view tenant, bool upsert, Status* out);
+  std::vector<Status> BatchPutAll(std::span<const PutPartsItem> items, std::string_view tenant,
+                                  bool upsert);
   // Receives item `i`'s value (valid only during the call); its status becomes
   // the item's result.
   using ValueSink = std::function<Status(size_t i, const char* data, size_t size)>;
@@ -364,13 +387,15 @@ Result<std::string> Client::Get(std::string_view key, std::string_view tenant) {
 // Batch puts.
 
 // One round trip (or two over shared memory) for items that fit one frame.
-void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_view tenant,
-                                 bool upsert, Status* out) {
+void Client::Impl::BatchPutChunk(std::span<const PutPartsItem> items, std::span<const size_t> sizes,
+                                 std::string_view tenant, bool upsert, Status* out) {
   const uint8_t flags = upsert ? proto::kPutUpsert : 0;
   if (conn.shared_memory()) {
     proto::BatchAllocRequest req;
     req.tenant = tenant;
-    for (const PutItem& it : items) req.items.push_back({it.key, it.size, it.group_id, flags});
+    for (size_t i = 0; i < items.size(); ++i) {
+      req.items.push_back({items[i].key, sizes[i], items[i].group_id, flags});
+    }
     Writer w = Begin();
     req.Encode(w);
     if (Status st = Call(Opcode::kBatchAlloc); !st.ok()) {
@@ -385,8 +410,12 @@ void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_vie
       out[i] = r.ItemStatus();
       if (!out[i].ok()) continue;
       const proto::AllocReply g = proto::DecodeAllocReply(r);
-      if (!r.ok() || g.offset + items[i].size > conn.pool_size()) break;
-      std::memcpy(conn.pool() + g.offset, items[i].data, items[i].size);
+      if (!r.ok() || g.offset + sizes[i] > conn.pool_size()) break;
+      char* dst = reinterpret_cast<char*>(conn.pool() + g.offset);
+      for (const ConstRegion& part : items[i].parts) {
+        std::memcpy(dst, part.data, part.size);
+        dst += part.size;
+      }
       ids.push_back(g.alloc_id);
       idx.push_back(i);
     }
@@ -408,11 +437,21 @@ void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_vie
     }
     return;
   }
+  // Inline: every part of every item as a view, each item's span into them.
+  std::vector<std::string_view> views;
+  for (const PutPartsItem& it : items) {
+    for (const ConstRegion& part : it.parts) {
+      views.emplace_back(static_cast<const char*>(part.data), part.size);
+    }
+  }
   proto::BatchPutRequest req;
   req.tenant = tenant;
-  for (const PutItem& it : items) {
-    req.items.push_back(
-        {it.key, it.group_id, flags, std::string_view(static_cast<const char*>(it.data), it.size)});
+  size_t at = 0;
+  for (const PutPartsItem& it : items) {
+    proto::BatchPutRequest::Item item{it.key, it.group_id, flags, {}, {}};
+    item.parts = std::span<const std::string_view>(views).subspan(at, it.parts.size());
+    at += it.parts.size();
+    req.items.push_back(item);
   }
   Writer w = Begin();
   req.Encode(w);
@@ -427,37 +466,57 @@ void Client::Impl::BatchPutChunk(std::span<const PutItem> items, std::string_vie
   }
 }
 
-std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string_view tenant,
-                                     bool upsert) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+std::vector<Status> Client::Impl::BatchPutAll(std::span<const PutPartsItem> items,
+                                              std::string_view tenant, bool upsert) {
   const int64_t start = MonoNanos();
   std::vector<Status> out(items.size());
+  std::vector<size_t> sizes(items.size());
+  for (size_t k = 0; k < items.size(); ++k) sizes[k] = TotalSize(items[k].parts);
+  const bool inline_bytes = !conn.shared_memory();
   size_t i = 0;
   while (i < items.size()) {
     // A chunk ends at the batch limit or, inline, before the frame limit.
     size_t j = i;
     size_t bytes = kFrameOverhead;
-    const bool inline_bytes = !impl_->conn.shared_memory();
-    while (j < items.size() && j - i < impl_->MaxBatch()) {
+    while (j < items.size() && j - i < MaxBatch()) {
       const size_t item_bytes = kItemOverhead + items[j].key.size() + items[j].group_id.size() +
-                                (inline_bytes ? items[j].size : 0);
-      if (j > i && bytes + item_bytes > impl_->MaxFrame()) break;
+                                (inline_bytes ? sizes[j] : 0);
+      if (j > i && bytes + item_bytes > MaxFrame()) break;
       bytes += item_bytes;
       ++j;
     }
-    if (inline_bytes && bytes > impl_->MaxFrame()) {
-      out[i] = Status(Code::kTooLarge, "value of " + std::to_string(items[i].size) +
-                                           " bytes does not fit in one frame");
+    if (inline_bytes && bytes > MaxFrame()) {
+      out[i] = Status(Code::kTooLarge,
+                      "value of " + std::to_string(sizes[i]) + " bytes does not fit in one frame");
       ++i;
       continue;
     }
-    impl_->BatchPutChunk(items.subspan(i, j - i), tenant, upsert, out.data() + i);
+    BatchPutChunk(items.subspan(i, j - i), std::span<const size_t>(sizes).subspan(i, j - i), tenant,
+                  upsert, out.data() + i);
     i = j;
   }
   uint64_t bytes = 0;
-  for (size_t k = 0; k < items.size(); ++k) bytes += out[k].ok() ? items[k].size : 0;
-  impl_->Account(TransferStats::kBatchPut, bytes, start);
+  for (size_t k = 0; k < items.size(); ++k) bytes += out[k].ok() ? sizes[k] : 0;
+  Account(TransferStats::kBatchPut, bytes, start);
   return out;
+}
+
+std::vector<Status> Client::BatchPut(std::span<const PutItem> items, std::string_view tenant,
+                                     bool upsert) {
+  std::vector<ConstRegion> regions(items.size());
+  std::vector<PutPartsItem> parts(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    regions[i] = {items[i].data, items[i].size};
+    parts[i] = {items[i].key, std::span<const ConstRegion>(&regions[i], 1), items[i].group_id};
+  }
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->BatchPutAll(parts, tenant, upsert);
+}
+
+std::vector<Status> Client::BatchPutParts(std::span<const PutPartsItem> items,
+                                          std::string_view tenant, bool upsert) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->BatchPutAll(items, tenant, upsert);
 }
 
 // ---------------------------------------------------------------------------
@@ -636,6 +695,37 @@ std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
   out.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
+  }
+  return out;
+}
+
+std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> items,
+                                                  std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<std::string_view> keys;
+  std::vector<size_t> wanted(items.size());
+  keys.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    keys.push_back(items[i].key);
+    wanted[i] = TotalSize(items[i].parts);
+  }
+  uint64_t bytes = 0;
+  std::vector<Status> st = impl_->BatchGetAll(
+      keys, tenant,
+      [&](size_t i, const char* data, size_t size) {
+        if (size != wanted[i]) {
+          return InvalidArgument("the value is " + std::to_string(size) +
+                                 " bytes, not the parts' total of " + std::to_string(wanted[i]));
+        }
+        Scatter(data, items[i].parts);
+        bytes += size;
+        return Status::Ok();
+      },
+      &bytes);
+  std::vector<Result<size_t>> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    out.push_back(st[i].ok() ? Result<size_t>(wanted[i]) : Result<size_t>(st[i]));
   }
   return out;
 }

@@ -194,7 +194,17 @@ void BatchPutRequest::Encode(Writer& w) const {
     w.Str(it.key);
     w.Str(it.group_id);
     w.U8(it.flags);
-    w.Str(it.value);
+    if (it.parts.empty()) {
+      w.Str(it.value);
+      continue;
+    }
+    size_t total = 0;
+    for (std::string_view part : it.parts) total += part.size();
+    char* dst = w.BlobSpace(total);
+    for (std::string_view part : it.parts) {
+      std::memcpy(dst, part.data(), part.size());
+      dst += part.size();
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #define TIERKV_PROTOCOL_MESSAGES_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -155,6 +156,9 @@ struct BatchPutRequest {
     std::string_view group_id;
     uint8_t flags = 0;
     std::string_view value;
+    // Encode only: when not empty, the value is the concatenation of these
+    // (a scatter/gather put), written as one string; `value` is ignored.
+    std::span<const std::string_view> parts;
   };
   std::string_view tenant;
   std::vector<Item> items;

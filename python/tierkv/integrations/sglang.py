@@ -1,4 +1,4 @@
-"""tierkv as an SGLang HiCache storage backend.
+"""tierkv as an SGLang HiCache storage backend (L3).
 
 Start SGLang with::
 
@@ -8,296 +8,484 @@ Start SGLang with::
         "class_name": "TierkvHiCacheStorage", "interface_v1": 1,
         "socket": "unix:/run/tierkv/tierkv.sock", "tenant": "sglang"}'
 
-SGLang builds the class as ``cls(storage_config, kwargs)`` and then calls
-:meth:`TierkvHiCacheStorage.register_mem_pool_host`. Pages are stored as one
-object per page and per part: a multi-head-attention model keeps ``{key}_{tp_rank}_k``
-and ``{key}_{tp_rank}_v``, an MLA model ``{key}_{pp_rank or ''}_k``. The
-storage namespace (the identity of the cached bytes) is derived from the model
-name, the tensor/pipeline layout and the host pool's page geometry, so two
-deployments that would not produce the same bytes never read each other's
-pages. See docs/sglang.md.
+One object per page: the page's bytes in SGLang's flat page order (for a
+multi-head-attention model all K, then all V; the same bytes the copy path's
+``get_data_page`` gives), gathered from and scattered into the host pool's
+buffers in one round trip per batch, whatever the layout (``layer_first``:
+2 x layers parts per page; ``page_first`` / ``page_first_direct`` /
+``page_head``: K and V). The object key is ``<identity>/<page hash>``: the
+identity digests the model, the operator's tag, the layout, dtype, page size
+and page bytes, and every rank that slices a page (tp unless the cache is
+rank-replicated, pp, attention cp), so two deployments that would not produce
+the same bytes never read each other's pages. See docs/sglang.md.
+
+No method raises into SGLang's threads: a failure (the manager down, a bad
+page table) is logged and answered with the failure value.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+import dataclasses
+import logging
+import time
+from typing import Any, Callable
 
-from .. import Client, derive_namespace
+from .. import derive_namespace
 from ..errors import TierkvError
+from ._hicache import Connections, Counters, digest, field, model_identity, sglang_class
 
-try:  # the real base class when SGLang is installed (or the test's stand-in)
-    from sglang.srt.mem_cache.hicache_storage import HiCacheStorage as _Base
-except ImportError:  # pragma: no cover - importable without SGLang
-    _Base = object
+log = logging.getLogger("tierkv.integrations.sglang")
 
 _DEFAULT_SOCKET = "unix:/tmp/tierkv.sock"
-_DUPLICATED = 2  # tierkv status code
+_STORAGE = "sglang.srt.mem_cache.hicache_storage"
 
 
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+class _Binding:
+    """How the pages of one host pool become objects: which page-table call
+    gives their parts, how many objects a page makes (several when a rank's
+    heads are split for a larger tp), and each object's key prefix."""
 
+    def __init__(self, name: str, pool: Any, prefixes: list[str], parts: int, *,
+                 reorder_kv: bool = False, split: int = 0, logical: bool = False):
+        self.name, self.pool, self.prefixes = name, pool, prefixes
+        self.parts_per_object = parts
+        self.reorder_kv, self.split, self.logical = reorder_kv, split, logical
 
-class TierkvHiCacheStorage(_Base):
-    """HiCache storage on a tierkv manager (zero-copy ``*_v1`` path and the
-    copy path). Every method is safe to call from several threads; a call that
-    fails because the manager is unreachable returns the failure value
-    (``False``, ``0``, ``None``) and the next call reconnects."""
+    def keys(self, hashes: list[str]) -> list[str]:
+        return [f"{p}/{h}" for h in hashes for p in self.prefixes]
 
-    def __init__(self, storage_config: Any = None, kwargs: Any = None):
-        extra = dict(_field(storage_config, "extra_config", None) or {})
-        if isinstance(kwargs, dict):
-            extra.update({k: v for k, v in kwargs.items() if k in ("socket", "tenant")})
-        self.socket = str(extra.get("socket", _DEFAULT_SOCKET))
-        self.tenant = str(extra.get("tenant", "sglang"))
-        self.tp_rank = int(_field(storage_config, "tp_rank", 0) or 0)
-        self.tp_size = int(_field(storage_config, "tp_size", 1) or 1)
-        self.pp_rank = int(_field(storage_config, "pp_rank", 0) or 0)
-        self.pp_size = int(_field(storage_config, "pp_size", 1) or 1)
-        self.is_mla = bool(_field(storage_config, "is_mla_model", False))
-        self.model_name = str(_field(storage_config, "model_name", "") or "")
-        self.interface_v1 = bool(int(extra.get("interface_v1", 0) or 0))
-        self.mem_pool_host = None
-        self.namespace = ""
-        self._client: Client | None = None
-        self._lock = threading.Lock()
-        self._stats = {k: 0 for k in ("set_pages", "set_failed", "set_existing", "get_pages",
-                                      "get_failed", "exists_calls", "errors", "reconnects",
-                                      "set_bytes", "get_bytes")}
-
-    # -- setup ------------------------------------------------------------
-    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
-        """Binds the host pool whose pages the v1 calls move, derives the
-        storage namespace from the model and the pool's geometry, and connects."""
-        self.mem_pool_host = mem_pool_host
-        geometry = {
-            "model": self.model_name,
-            "attention": "mla" if self.is_mla else "mha",
-            "tp_size": str(self.tp_size),
-            "pp_size": str(self.pp_size),
-            "page_size": str(_field(mem_pool_host, "page_size", "")),
-            "dtype": str(_field(mem_pool_host, "dtype", "")),
-            "layout": str(_field(mem_pool_host, "layout", "")),
-        }
-        if not self.is_mla:
-            geometry["tp_rank"] = str(self.tp_rank)  # each rank holds its own heads
-        self.namespace = derive_namespace(**geometry)
-        with self._lock:
-            self._drop_locked()
-        self._conn()
-
-    def _conn(self) -> Client:
-        with self._lock:
-            if self._client is None:
-                self._client = Client(self.socket, self.tenant, rank=self.tp_rank,
-                                      client_name="sglang-hicache", namespace=self.namespace)
-            return self._client
-
-    def _drop_locked(self) -> None:
-        if self._client is not None:
-            try:
-                self._client.close()
-            except TierkvError:
-                pass
-            self._client = None
-
-    def _failed(self, err: Exception) -> None:
-        """A call failed at the connection level: reconnect next time."""
-        self._stats["errors"] += 1
-        self._stats["reconnects"] += 1
-        with self._lock:
-            self._drop_locked()
-
-    # -- keys -------------------------------------------------------------
-    def _suffixes(self) -> list[str]:
-        if self.is_mla:
-            return [f"_{self.pp_rank or ''}_k"]
-        return [f"_{self.tp_rank}_k", f"_{self.tp_rank}_v"]
-
-    def _object_keys(self, keys: list[str]) -> list[str]:
-        sfx = self._suffixes()
-        if len(sfx) == 1:
-            one = sfx[0]
-            return [k + one for k in keys]
-        return [k + s for k in keys for s in sfx]
-
-    def _copy_key(self, key: str) -> str:
-        return key if self.is_mla else f"{key}_{self.tp_rank}"
-
-    # -- zero-copy interface (interface_v1) ---------------------------------
-    def _page_meta(self, host_indices: Any, pages: int) -> tuple[list[int], list[int]]:
-        ptrs, sizes = self.mem_pool_host.get_page_buffer_meta(host_indices)
-        per = 1 if self.is_mla else 2
-        if len(ptrs) != pages * per or len(sizes) != len(ptrs):
-            raise ValueError(f"the host pool gave {len(ptrs)} buffers for {pages} pages "
-                             f"({per} per page expected)")
+    def regions(self, host_indices: Any, pages: int) -> tuple[list[int], list[int]]:
+        """(addresses, lengths) of every part of every object, in key order."""
+        if self.split:
+            ptrs, sizes = self.pool.get_split_heads_page_buffer_meta(host_indices, self.split)
+        else:
+            ptrs, sizes = self.pool.get_page_buffer_meta(host_indices)
+        ptrs, sizes = list(ptrs), _sizes(sizes, len(ptrs))
+        want = pages * len(self.prefixes) * self.parts_per_object
+        if len(ptrs) != want:
+            raise ValueError(f"pool {self.name}: the page table gave {len(ptrs)} regions for "
+                             f"{pages} pages ({want} expected)")
+        if self.reorder_kv:  # K0 V0 K1 V1 ... -> K0 K1 ... V0 V1 ...
+            per = self.parts_per_object
+            ptrs = [a for i in range(0, len(ptrs), per)
+                    for a in ptrs[i:i + per:2] + ptrs[i + 1:i + per:2]]
+            sizes = [n for i in range(0, len(sizes), per)
+                     for n in sizes[i:i + per:2] + sizes[i + 1:i + per:2]]
         return ptrs, sizes
 
+
+def _sizes(sizes: Any, n: int) -> list[int]:
+    if isinstance(sizes, int):
+        return [sizes] * n
+    return [int(s) for s in sizes]
+
+
+class _TierkvBackend:
+    """The backend's logic; :data:`TierkvHiCacheStorage` adds SGLang's base
+    class. Every method may be called from several threads at once."""
+
+    def __init__(self, storage_config: Any = None, kwargs: Any = None):
+        extra = dict(field(storage_config, "extra_config", None) or {})
+        if isinstance(kwargs, dict):
+            extra.update({k: v for k, v in kwargs.items() if k in ("socket", "tenant")})
+        self.config = storage_config
+        self.extra = extra
+        self.socket = str(extra.get("socket", _DEFAULT_SOCKET))
+        self.tenant = str(extra.get("tenant", "sglang"))
+        # As SGLang decides between its zero-copy and copy paths.
+        self.interface_v1 = bool(extra.get("interface_v1", 0))
+        cfg = {k: int(field(storage_config, k, d) or d) for k, d in (
+            ("tp_rank", 0), ("tp_size", 1), ("pp_rank", 0), ("pp_size", 1),
+            ("attn_cp_rank", 0), ("attn_cp_size", 1))}
+        self.tp_rank, self.tp_size = cfg["tp_rank"], cfg["tp_size"]
+        self.pp_rank, self.pp_size = cfg["pp_rank"], cfg["pp_size"]
+        self.cp_rank, self.cp_size = cfg["attn_cp_rank"], cfg["attn_cp_size"]
+        self.is_mla = bool(field(storage_config, "is_mla_model", False))
+        self.split_factor = 0
+        if field(storage_config, "should_split_heads", False):
+            lcm = int(field(storage_config, "tp_lcm_size", 0) or 0)
+            if lcm <= 0 or lcm % self.tp_size:
+                raise ValueError(f"tierkv: tp_lcm_size {lcm} is not a multiple of tp_size "
+                                 f"{self.tp_size}")
+            if not self.interface_v1:
+                raise ValueError("tierkv: split heads (tp_lcm_size) needs interface_v1")
+            self.split_factor = lcm // self.tp_size
+        self.namespace = ""
+        self.mem_pool_host = None
+        self.registered_pools: dict[str, Any] = {}
+        self._bindings: dict[str, _Binding] = {}
+        self._conns: Connections | None = None
+        self._counters = Counters()
+
+    # -- setup ----------------------------------------------------------------
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        """Binds the KV host pool. Raises ValueError (SGLang then stops at
+        start, naming the cause) when its layout has no page table for the
+        zero-copy path. Never connects: the first call does."""
+        self.mem_pool_host = mem_pool_host
+        model = model_identity(self.config, self.extra, mem_pool_host)
+        self.namespace = derive_namespace(**model)
+        if self._conns is not None:
+            self._conns.close_all()
+        self._conns = Connections(self.socket, self.tenant, self.tp_rank, self.namespace)
+        self._bindings["kv"] = self._bind("kv", mem_pool_host, kv=True)
+
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        """Binds a hybrid model's side pool (mamba, swa, indexer, ...) for the
+        ``*_v2`` calls; ``kv`` is the pool given to register_mem_pool_host."""
+        name = str(getattr(host_pool_name, "value", host_pool_name))
+        self.registered_pools[name] = host_pool
+        if name == "kv" and "kv" in self._bindings:
+            return
+        self._bindings[name] = self._bind(name, host_pool, kv=False)
+
+    def _bind(self, name: str, pool: Any, *, kv: bool) -> _Binding:
+        if kv and getattr(pool, "kv_buffer", 0) is None:  # a logical anchor (no KV bytes)
+            return _Binding(name, pool, [], 0, logical=True)
+        import torch
+        probe = torch.arange(int(field(pool, "page_size", 1) or 1))
+        split = self.split_factor if kv else 0
+        try:
+            if split:
+                ptrs, sizes = pool.get_split_heads_page_buffer_meta(probe, split)
+            else:
+                ptrs, sizes = pool.get_page_buffer_meta(probe)
+            sizes = _sizes(sizes, len(ptrs))
+        except Exception as e:  # noqa: BLE001 - the pool's own refusal, reported whole
+            if kv and not self.interface_v1:  # the copy path moves flat pages instead
+                page = pool.get_dummy_flat_data_page()
+                return self._binding_of(name, pool, [page.numel() * page.element_size()], kv)
+            raise ValueError(f"tierkv: host pool {name!r} (layout "
+                             f"{field(pool, 'layout', '?')!r}) has no page table for "
+                             f"zero-copy storage: {e}") from e
+        if not ptrs:
+            raise ValueError(f"tierkv: host pool {name!r} gave no regions for a page")
+        objects = split or 1
+        if len(ptrs) % objects:
+            raise ValueError(f"tierkv: host pool {name!r} split into {objects} gave "
+                             f"{len(ptrs)} regions per page")
+        return self._binding_of(name, pool, sizes, kv, objects=objects)
+
+    def _binding_of(self, name: str, pool: Any, sizes: list[int], kv: bool, *,
+                    objects: int = 1) -> _Binding:
+        per = len(sizes) // objects
+        base = model_identity(self.config, self.extra, pool)
+        base.update(pool=name, page_bytes=str(sum(sizes[:per])),
+                    pp=f"{self.pp_rank}/{self.pp_size}", cp=f"{self.cp_rank}/{self.cp_size}")
+        if self.is_mla:
+            ranks = [""]  # every tp rank holds the same bytes
+        elif objects > 1:  # this rank's heads, as the ranks of a tp_lcm_size deployment
+            lcm = self.tp_size * objects
+            ranks = [f"{self.tp_rank * objects + i}/{lcm}" for i in range(objects)]
+        else:
+            ranks = [f"{self.tp_rank}/{self.tp_size}"]
+        prefixes = [digest(dict(base, tp=r))[:32] for r in ranks]
+        reorder = kv and not self.is_mla and per > 2 and per % 2 == 0 and objects == 1
+        return _Binding(name, pool, prefixes, per, reorder_kv=reorder,
+                        split=objects if objects > 1 else 0)
+
+    # -- zero-copy pages (interface_v1) --------------------------------------
     def batch_set_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
-        """Stores each page from the host pool, one round trip for the batch;
-        a page already stored counts as success."""
-        return self._pages("set", keys, host_indices)
+        """Stores each page from the host pool; a page already stored counts
+        as stored. One bool per page."""
+        return self._guard(lambda: self._pages("set", "kv", keys, host_indices),
+                           lambda: [False] * len(keys))
 
     def batch_get_v1(self, keys: list[str], host_indices: Any, extra_info: Any = None) -> list[bool]:
-        """Loads each page straight into the host pool, one round trip for the
-        batch. A page whose stored size differs from the pool's page is a failed
-        page: nothing is copied into it."""
-        return self._pages("get", keys, host_indices)
+        """Loads each page straight into the host pool. A page whose stored
+        size is not the pool's page is a failed page; nothing is copied into it."""
+        return self._guard(lambda: self._pages("get", "kv", keys, host_indices),
+                           lambda: [False] * len(keys))
 
-    def _pages(self, kind: str, keys: list[str], host_indices: Any) -> list[bool]:
+    def _pages(self, kind: str, pool: str, keys: list[str], host_indices: Any) -> list[bool]:
         if not keys:
             return []
-        ptrs, sizes = self._page_meta(host_indices, len(keys))
-        objs = self._object_keys(keys)
-        try:
-            c = self._conn()
-            if kind == "set":
-                st = c.batch_put_from(list(zip(objs, ptrs, sizes)))
-            else:
-                st = c.batch_get_into(objs, list(zip(ptrs, sizes)), exact=True)
-        except (TierkvError, ConnectionError, OSError) as e:
-            self._failed(e)
-            self._stats[f"{kind}_failed"] += len(keys)
+        b = self._bindings.get(pool)
+        if b is None:
+            raise ValueError(f"host pool {pool!r} is not registered")
+        if b.logical:
+            return [True] * len(keys)
+        addrs, lens = b.regions(host_indices, len(keys))
+        objs = b.keys(list(keys))
+        per = len(b.prefixes)
+        c = self._client()
+        if c is None:
+            self._counters.add(**{f"{kind}_failed": len(keys)})
             return [False] * len(keys)
-        return self._tally(st, sizes, len(keys), kind)
-
-    def _tally(self, st: list, sizes: list[int], pages: int, kind: str) -> list[bool]:
-        """Per page: every part OK (for a set, an existing object is OK too)."""
-        per = len(st) // pages if pages else 1
-        oks = [s.ok or (kind == "set" and s.code == _DUPLICATED) for s in st]
+        start = time.perf_counter()
+        try:
+            st = (c.batch_put_regions(objs, addrs, lens) if kind == "set"
+                  else c.batch_get_regions(objs, addrs, lens))
+        except (TierkvError, OSError) as e:
+            return self._lost(e, kind, len(keys))
+        ok_obj = [s.ok or (kind == "set" and s.name == "DUPLICATED") for s in st]
+        out = [all(ok_obj[i * per:(i + 1) * per]) for i in range(len(keys))]
+        self._after(st, kind, out, sum(lens) // max(1, len(keys)), start)
         if kind == "set":
-            self._stats["set_existing"] += sum(not s.ok for s, ok in zip(st, oks) if ok)
-        out = oks if per == 1 else [all(oks[i * per:(i + 1) * per]) for i in range(pages)]
-        good = sum(out)
-        self._stats[f"{kind}_pages"] += good
-        self._stats[f"{kind}_failed"] += pages - good
-        self._stats[f"{kind}_bytes"] += sum(n for n, ok in zip(sizes, oks) if ok)
+            self._counters.add(set_existing=sum(s.name == "DUPLICATED" for s in st))
         return out
 
-    # -- copy interface -------------------------------------------------------
+    def _after(self, st: list, kind: str, out: list[bool], page_bytes: int, start: float) -> None:
+        good = sum(out)
+        self._counters.add(**{f"{kind}_pages": good, f"{kind}_failed": len(out) - good,
+                              f"{kind}_bytes": good * page_bytes})
+        self._counters.transfer(kind, good, good * page_bytes, time.perf_counter() - start)
+        if any(s.name == "UNAVAILABLE" for s in st):
+            self._conns.drop()  # the manager went away: reconnect on the next call
+
+    def _lost(self, e: Exception, kind: str, pages: int) -> list[bool]:
+        """A call failed as a whole (the connection): fail its pages, reconnect next time."""
+        log.warning("tierkv: %s of %d pages failed: %s", kind, pages, e)
+        self._counters.add(errors=1)
+        if kind in ("set", "get"):
+            self._counters.add(**{f"{kind}_failed": pages})
+        if self._conns is not None:
+            self._conns.drop()
+        return [False] * pages
+
+    # -- lookups ----------------------------------------------------------------
+    def batch_exists(self, keys: list[str], extra_info: Any = None) -> int:
+        """How many leading pages are stored (every object of each): the
+        prefix a load can use. 0 while the manager cannot be reached."""
+        return self._guard(lambda: self._leading("kv", keys), lambda: 0)
+
+    def exists(self, key: str) -> bool:
+        return self.batch_exists([key]) == 1
+
+    def _leading(self, pool: str, keys: list[str]) -> int:
+        found = self._found(pool, keys)
+        return found.index(False) if False in found else len(found)
+
+    def _found(self, pool: str, keys: list[str]) -> list[bool]:
+        """Per page: every object of it stored."""
+        if not keys:
+            return []
+        self._counters.add(exists_calls=1)
+        b = self._bindings.get(pool)
+        if b is None:
+            raise ValueError(f"host pool {pool!r} is not registered")
+        if b.logical:
+            return [True] * len(keys)
+        c = self._client()
+        if c is None:
+            return [False] * len(keys)
+        try:
+            found = c.batch_exists(b.keys(list(keys)))
+        except (TierkvError, OSError) as e:
+            self._lost(e, "exists", 0)
+            return [False] * len(keys)
+        per = len(b.prefixes)
+        return [all(found[i * per:(i + 1) * per]) for i in range(len(keys))]
+
+    # -- hybrid models (v2) ----------------------------------------------------
+    def batch_exists_v2(self, keys: list[str], pool_transfers: Any = None,
+                        extra_info: Any = None) -> Any:
+        """The usable KV prefix given every side pool's hit policy
+        (``all_pages``: each page of the prefix; ``trailing_pages``: the last
+        ``len(transfer.keys)`` pages before the stop point)."""
+        return self._guard(lambda: self._exists_v2(list(keys), pool_transfers or []),
+                           lambda: _transfer_result(0, {}, []))
+
+    def _exists_v2(self, keys: list[str], transfers: list) -> Any:
+        kv_pages = self._leading("kv", keys)
+        hits: dict[str, int] = {"kv": kv_pages} if kv_pages else {}
+        restorable = set(range(1, kv_pages + 1))
+        for t in transfers:
+            if not restorable:
+                break
+            name = str(getattr(t.name, "value", t.name))
+            present = self._found(name, keys[:kv_pages])
+            if _policy(t) == "trailing_pages":
+                window = max(1, len(t.keys) if t.keys else 1)
+                ok = {p for p in range(1, kv_pages + 1)
+                      if all(present[max(0, p - window):p])}
+            else:
+                lead = present.index(False) if False in present else kv_pages
+                ok = set(range(1, lead + 1))
+            if ok:
+                hits[name] = max(ok)
+            restorable &= ok
+        stops = sorted(restorable)
+        return _transfer_result(stops[-1] if stops else 0, hits, stops)
+
+    def batch_get_v2(self, transfers: list, extra_info: Any = None) -> dict[str, list[bool]]:
+        """Loads each transfer's pages into its pool; one bool per page and pool."""
+        return self._v2("get", transfers)
+
+    def batch_set_v2(self, transfers: list, extra_info: Any = None) -> dict[str, list[bool]]:
+        """Stores each transfer's pages from its pool; one bool per page and pool."""
+        return self._v2("set", transfers)
+
+    def _v2(self, kind: str, transfers: list) -> dict[str, list[bool]]:
+        out: dict[str, list[bool]] = {}
+        for t in transfers or []:
+            name = str(getattr(t.name, "value", t.name))
+            keys = list(t.keys or [])
+            out[name] = self._guard(
+                lambda: self._pages(kind, name, keys, t.host_indices),
+                lambda: [False] * len(keys))
+        return out
+
+    # -- copy path (interface_v1 off) ------------------------------------------
     def set(self, key: str, value: Any = None, target_location: Any = None,
             target_sizes: Any = None) -> bool:
-        return self.batch_set([key], [value], [target_location] if target_location is not None
-                              else None, [target_sizes] if target_sizes is not None else None)
+        return self.batch_set([key], None if value is None else [value],
+                              None if target_location is None else [target_location],
+                              None if target_sizes is None else [target_sizes])
 
     def batch_set(self, keys: list[str], values: Any = None, target_locations: Any = None,
                   target_sizes: Any = None) -> bool:
-        """Stores each value (a CPU tensor, or ``target_locations``/``target_sizes``
-        as addresses and byte counts); True when every one is stored (an existing
-        key counts as stored)."""
-        if not keys:
-            return True
-        items = []
-        for i, key in enumerate(keys):
-            if values is not None and values[i] is not None:
-                t = values[i].contiguous()
-                items.append((self._copy_key(key), t.data_ptr(), t.numel() * t.element_size(), t))
-            elif target_locations is not None and target_sizes is not None:
-                items.append((self._copy_key(key), int(target_locations[i]), int(target_sizes[i]),
-                              None))
-            else:
-                raise ValueError("batch_set needs values or target locations and sizes")
-        try:
-            st = self._conn().batch_put_from([(k, p, n) for k, p, n, _ in items])
-        except (TierkvError, ConnectionError, OSError) as e:
-            self._failed(e)
-            self._stats["set_failed"] += len(keys)
-            return False
-        ok = [s.ok or s.name == "DUPLICATED" for s in st]
-        self._stats["set_pages"] += sum(ok)
-        self._stats["set_failed"] += len(ok) - sum(ok)
-        self._stats["set_bytes"] += sum(n for (_, _, n, _), good in zip(items, ok) if good)
-        return all(ok)
+        """Stores each flat page (a CPU tensor, or address and size); True when
+        every one is stored (one already stored counts)."""
+        return self._guard(lambda: all(self._copy("set", keys, values, target_locations,
+                                                  target_sizes)), lambda: False)
 
     def get(self, key: str, target_location: Any = None, target_sizes: Any = None) -> Any:
-        got = self.batch_get([key], [target_location] if target_location is not None else None,
-                             [target_sizes] if target_sizes is not None else None)
+        got = self.batch_get([key], None if target_location is None else [target_location],
+                             None if target_sizes is None else [target_sizes])
         return got[0]
 
     def batch_get(self, keys: list[str], target_locations: Any = None,
                   target_sizes: Any = None) -> list[Any]:
-        """Each value into its target tensor (``target_locations``; its byte size
-        must match the stored one exactly), or as a new uint8 CPU tensor; None
-        for a miss or a size mismatch."""
+        """Each page into its target tensor (its byte size must be the stored
+        one exactly), or as a new uint8 tensor; None for a miss."""
+        return self._guard(lambda: self._copy_get(keys, target_locations, target_sizes),
+                           lambda: [None] * len(keys))
+
+    def _copy(self, kind: str, keys: list[str], values: Any, locations: Any,
+              sizes: Any) -> list[bool]:
+        if not keys:
+            return []
+        b = self._bindings["kv"]
+        if b.split:
+            raise ValueError("the copy path cannot move split-head pages")
+        hold, addrs, lens = [], [], []
+        for i in range(len(keys)):
+            if values is not None and values[i] is not None:
+                t = values[i]
+                if not t.is_contiguous():
+                    if kind == "get":
+                        raise ValueError("a target page must be a contiguous tensor")
+                    t = t.contiguous()
+                hold.append(t)
+                addrs.append(t.data_ptr())
+                lens.append(t.numel() * t.element_size())
+            else:
+                addrs.append(int(locations[i]))
+                lens.append(int(sizes[i]))
+        objs = [f"{b.prefixes[0]}/{k}" for k in keys]
+        c = self._client()
+        if c is None:
+            self._counters.add(**{f"{kind}_failed": len(keys)})
+            return [False] * len(keys)
+        start = time.perf_counter()
+        try:
+            st = (c.batch_put_regions(objs, addrs, lens) if kind == "set"
+                  else c.batch_get_regions(objs, addrs, lens))
+        except (TierkvError, OSError) as e:
+            return self._lost(e, kind, len(keys))
+        out = [s.ok or (kind == "set" and s.name == "DUPLICATED") for s in st]
+        self._after(st, kind, out, sum(lens) // len(keys), start)
+        return out
+
+    def _copy_get(self, keys: list[str], locations: Any, sizes: Any) -> list[Any]:
         import torch
         if not keys:
             return []
-        targets, wanted = [], []
-        for i, key in enumerate(keys):
-            tgt = target_locations[i] if target_locations is not None else None
-            if isinstance(tgt, torch.Tensor):
-                n = tgt.numel() * tgt.element_size()
-                targets.append((tgt.data_ptr(), n))
-                wanted.append(tgt)
-            else:
-                wanted.append(None)
-                targets.append(None)
-        try:
-            c = self._conn()
-            out: list[Any] = [None] * len(keys)
-            direct = [i for i, t in enumerate(targets) if t is not None]
-            if direct:
-                st = c.batch_get_into([self._copy_key(keys[i]) for i in direct],
-                                      [targets[i] for i in direct], exact=True)
-                for i, s in zip(direct, st):
-                    out[i] = wanted[i] if s.ok else None
-            fresh = [i for i, t in enumerate(targets) if t is None]
-            if fresh:
-                vals = c.batch_get([self._copy_key(keys[i]) for i in fresh])
-                for i, v in zip(fresh, vals):
-                    if v is None:
-                        continue
-                    if target_sizes is not None and target_sizes[i] is not None and \
-                            int(target_sizes[i]) != len(v):
-                        continue
-                    out[i] = torch.frombuffer(bytearray(v), dtype=torch.uint8)
-        except (TierkvError, ConnectionError, OSError) as e:
-            self._failed(e)
-            self._stats["get_failed"] += len(keys)
-            return [None] * len(keys)
-        hits = sum(v is not None for v in out)
-        self._stats["get_pages"] += hits
-        self._stats["get_failed"] += len(keys) - hits
+        targets = list(locations) if locations is not None else [None] * len(keys)
+        if any(t is None for t in targets):
+            page = self.mem_pool_host.get_dummy_flat_data_page()
+            targets = [page.clone() if t is None else t for t in targets]
+        tensors = [t if isinstance(t, torch.Tensor) else None for t in targets]
+        ok = self._copy("get", keys, tensors, targets, sizes)
+        return [t if good else None for t, good in zip(targets, ok)]
+
+    # -- maintenance ------------------------------------------------------------
+    def clear(self) -> None:
+        """Removes this deployment's pages (every pool, this rank's identity);
+        other models and ranks in the tenant keep theirs."""
+        self._guard(self._clear, lambda: None)
+
+    def _clear(self) -> None:
+        c = self._client()
+        if c is None:
+            return
+        for b in self._bindings.values():
+            for prefix in b.prefixes:
+                while True:
+                    batch = c.list_keys(prefix + "/", 4096)
+                    if not batch:
+                        break
+                    c.batch_remove(batch)
+
+    def get_stats(self) -> Any:
+        """SGLang's StorageMetrics with the pages and GB/s of every prefetch
+        and backup since the last call, or None without SGLang's class."""
+        return self._guard(self._counters.take_storage_metrics, lambda: None)
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start: pages set / got / failed, bytes, errors."""
+        out = self._counters.totals()
+        out["connect_failures"] = self._conns.connect_failures if self._conns else 0
         return out
 
-    # -- lookups ----------------------------------------------------------------
-    def exists(self, key: str) -> bool:
-        return self.batch_exists([key]) == 1
+    def close(self) -> None:
+        if self._conns is not None:
+            self._conns.close_all()
 
-    def batch_exists(self, keys: list[str], extra_info: Any = None) -> int:
-        """How many leading pages are stored (every part of each): the prefix a
-        load can use. 0 when the manager is unreachable."""
-        if not keys:
-            return 0
-        self._stats["exists_calls"] += 1
-        objs = self._object_keys(keys) if self.interface_v1 else [self._copy_key(k) for k in keys]
-        per = len(objs) // len(keys)
+    # -- helpers ------------------------------------------------------------
+    def _client(self) -> Any:
+        if self._conns is None:
+            raise ValueError("register_mem_pool_host was not called")
+        return self._conns.get()
+
+    def _guard(self, call: Callable[[], Any], failure: Callable[[], Any]) -> Any:
+        """Runs `call`; any exception is logged and answered with `failure()`."""
         try:
-            found = self._conn().batch_exists(objs)
-        except (TierkvError, ConnectionError, OSError) as e:
-            self._failed(e)
-            return 0
-        n = 0
-        for i in range(len(keys)):
-            if not all(found[i * per:(i + 1) * per]):
-                break
-            n += 1
-        return n
+            return call()
+        except Exception as e:  # noqa: BLE001 - never raise into SGLang's threads
+            log.error("tierkv: HiCache storage call failed: %s", e, exc_info=True)
+            self._counters.add(errors=1)
+            return failure()
 
-    # -- maintenance ---------------------------------------------------------
-    def clear(self) -> None:
-        """Removes every object of this backend's tenant (all models and ranks
-        that share it)."""
-        try:
-            self._conn().remove_all(force=True)
-        except (TierkvError, ConnectionError, OSError) as e:
-            self._failed(e)
 
-    def get_stats(self) -> dict:
-        """Counters since start: pages set/got/failed, bytes, errors, reconnects."""
-        return dict(self._stats)
+def _policy(transfer: Any) -> str:
+    p = getattr(transfer, "hit_policy", "all_pages")
+    return str(getattr(p, "value", p))
+
+
+@dataclasses.dataclass
+class _Result:
+    kv_hit_pages: int
+    extra_pool_hit_pages: dict
+
+
+def _transfer_result(kv_pages: int, hits: dict[str, int], stops: list[int]) -> Any:
+    """SGLang's PoolTransferResult (with the restorable stop points where its
+    release has that field), or an equivalent without SGLang."""
+    cls = sglang_class(_STORAGE, "PoolTransferResult") or _Result
+    names = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+    if len(names) > 2:
+        return cls(kv_pages, hits, *([stops] + [None] * (len(names) - 3)))
+    return cls(kv_pages, hits)
+
+
+_CLASSES: dict[Any, type] = {}
+
+
+def _storage_class() -> type:
+    """The backend class on SGLang's HiCacheStorage when SGLang can be
+    imported now (so its factory's issubclass check holds whatever was
+    imported first), else on the backend alone."""
+    base = sglang_class(_STORAGE, "HiCacheStorage")
+    if base not in _CLASSES:
+        bases = (_TierkvBackend,) if base is None else (_TierkvBackend, base)
+        _CLASSES[base] = type("TierkvHiCacheStorage", bases,
+                              {"__doc__": _TierkvBackend.__doc__, "__module__": __name__})
+    return _CLASSES[base]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TierkvHiCacheStorage":
+        return _storage_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
