@@ -87,18 +87,19 @@ def lookups_during_backup(m, calls: int) -> dict:
     keys = [f"look{i}" for i in range(128)]
     assert all(backend.batch_set_v1(keys, indices(pool, 0, 128)))
 
-    def lookups() -> list[float]:
-        out = []
-        for _ in range(calls):
+    stop = threading.Event()
+    backups = [0]
+
+    def lookups(until_backups: int = 0) -> list[float]:
+        out: list[float] = []
+        while len(out) < calls or backups[0] < until_backups:
             t = time.perf_counter()
             assert backend.batch_exists(keys) == 128
             out.append((time.perf_counter() - t) * 1e6)
         return sorted(out)
 
+    lookups()  # warm-up: connections, first faults
     alone = lookups()
-    stop = threading.Event()
-    backups = [0]
-
     cleaner = tierkv.Client(m.uds, "sglang")
 
     def backup() -> None:
@@ -111,7 +112,7 @@ def lookups_during_backup(m, calls: int) -> dict:
     t = threading.Thread(target=backup)
     t.start()
     try:
-        during = lookups()
+        during = lookups(until_backups=5)
     finally:
         stop.set()
         t.join()

@@ -129,8 +129,8 @@ def test_split_heads_share_pages_with_the_larger_tp(manager):
         reader = make_backend(manager.uds, r, tp_rank=2 + sub, tp_size=4)
         assert reader.batch_get_v1(["h"], indices(r, 1, 1)) == [True]
         for kv in range(2):
-            mine = r.kv_buffer[kv, 1]
-            theirs = w.kv_buffer[kv, 0, sub * 2:(sub + 1) * 2]
+            mine = r.kv_buffer[kv, 1].contiguous().view(torch.uint8)  # bytes: NaN != NaN
+            theirs = w.kv_buffer[kv, 0, sub * 2:(sub + 1) * 2].contiguous().view(torch.uint8)
             assert torch.equal(mine, theirs)
     other = make_backend(manager.uds, make_pool("mha", "page_head", heads=2), tp_rank=0,
                          tp_size=4)

@@ -66,12 +66,18 @@ class _Binding:
             raise ValueError(f"pool {self.name}: the page table gave {len(ptrs)} regions for "
                              f"{pages} pages ({want} expected)")
         if self.reorder_kv:  # K0 V0 K1 V1 ... -> K0 K1 ... V0 V1 ...
-            per = self.parts_per_object
-            ptrs = [a for i in range(0, len(ptrs), per)
-                    for a in ptrs[i:i + per:2] + ptrs[i + 1:i + per:2]]
-            sizes = [n for i in range(0, len(sizes), per)
-                     for n in sizes[i:i + per:2] + sizes[i + 1:i + per:2]]
+            ptrs, sizes = _k_then_v(ptrs, self.parts_per_object), \
+                _k_then_v(sizes, self.parts_per_object)
         return ptrs, sizes
+
+
+def _k_then_v(values: list[int], per: int) -> list[int]:
+    """Each run of `per` alternating K, V values as its K values, then its V."""
+    out: list[int] = []
+    for i in range(0, len(values), per):
+        out += values[i:i + per:2]
+        out += values[i + 1:i + per:2]
+    return out
 
 
 def _sizes(sizes: Any, n: int) -> list[int]:

@@ -30,6 +30,7 @@ class HostKVCache:
         self.size, self.page_size, self.layout = size, page_size, layout
         self.page_num = size // page_size
         self.layer_num, self.dtype = layers, dtype
+        self.itemsize = torch.empty(0, dtype=dtype).element_size()  # dtype.itemsize in torch 2
         self.kv_buffer = torch.zeros(self.dims(), dtype=dtype)
 
     def _pages(self, indices):
@@ -64,7 +65,7 @@ class MHATokenToKVPoolHost(HostKVCache):
         return 2 * self.layer_num * self.page_size * self.head_num * self.head_dim
 
     def get_page_buffer_meta(self, indices):
-        it = self.dtype.itemsize
+        it = self.itemsize
         base, L, H, D = self.kv_buffer.data_ptr(), self.layer_num, self.head_num, self.head_dim
         v_offset = L * self.size * H * D * it
         ptrs = []
@@ -81,7 +82,7 @@ class MHATokenToKVPoolHost(HostKVCache):
 
     def get_split_heads_page_buffer_meta(self, indices, split_factor):
         assert self.layout == "page_head" and self.head_num % split_factor == 0
-        it = self.dtype.itemsize
+        it = self.itemsize
         base, L, H, D = self.kv_buffer.data_ptr(), self.layer_num, self.head_num, self.head_dim
         v_offset = L * self.size * H * D * it
         ptrs = []
@@ -130,7 +131,7 @@ class MLATokenToKVPoolHost(HostKVCache):
         return self.layer_num * self.page_size * self.kv_cache_dim
 
     def get_page_buffer_meta(self, indices):
-        it, base, L, K = self.dtype.itemsize, self.kv_buffer.data_ptr(), self.layer_num, \
+        it, base, L, K = self.itemsize, self.kv_buffer.data_ptr(), self.layer_num, \
             self.kv_cache_dim
         ptrs = []
         if self.layout == "layer_first":
