@@ -6,6 +6,12 @@ from Python (numpy buffers rotating over 256 MiB, as the C++ driver does), then
 runs `tierkv_bench --client-only` against the same manager for the C++ figure,
 and prints the ratio (target >= 0.9).
 
+Then the plain API against the buffer API, same manager, same run: get (a new
+bytes object per call) against get_into (a caller's buffer) at 64 KiB, 1 MiB
+and 4 MiB, and batch_get of 64 x 1 MiB against batch_get_into; median call
+time of 200 calls (20 batches), GB/s, ratio (target >= 0.5) and minor page
+faults per call.
+
     /usr/bin/python3 bench/python_bench.py [--build build] [--count 512]
 """
 
@@ -20,6 +26,43 @@ from pathlib import Path
 import harness
 
 ROOT = harness.ROOT
+
+
+def plain_against_buffer(c, np) -> list[dict]:
+    """get / batch_get (new bytes) against get_into / batch_get_into."""
+    import resource
+    import statistics
+
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    def timed(call, n: int) -> tuple[float, float]:
+        call()  # warm
+        times, f0 = [], faults()
+        for _ in range(n):
+            t = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t)
+        return statistics.median(times), (faults() - f0) / n
+
+    rows = []
+    for size in (64 << 10, 1 << 20, 4 << 20):
+        c.put(f"plain/{size}", np.ones(size, dtype=np.uint8))
+        buf = np.empty(size, dtype=np.uint8)
+        g, gf = timed(lambda: c.get(f"plain/{size}"), 200)
+        i, if_ = timed(lambda: c.get_into(f"plain/{size}", buf), 200)
+        rows.append({"call": f"get {size >> 10} KiB", "bytes": size, "plain_s": g,
+                     "buffer_s": i, "plain_faults": gf, "buffer_faults": if_})
+    keys = [f"batch/{i}" for i in range(64)]
+    c.batch_put([(k, np.ones(1 << 20, dtype=np.uint8)) for k in keys])
+    bufs = [np.empty(1 << 20, dtype=np.uint8) for _ in keys]
+    g, gf = timed(lambda: c.batch_get(keys), 20)
+    i, if_ = timed(lambda: c.batch_get_into(keys, bufs), 20)
+    rows.append({"call": "batch_get 64 x 1 MiB", "bytes": 64 << 20, "plain_s": g,
+                 "buffer_s": i, "plain_faults": gf, "buffer_faults": if_})
+    for r in rows:
+        r["ratio"] = r["buffer_s"] / r["plain_s"]
+    return rows
 
 
 def main() -> int:
@@ -61,6 +104,9 @@ def main() -> int:
             cpp = harness.cpp_client_rate(build, m.uds, args.size, args.count)
             best["cpp_put"] = max(best["cpp_put"], cpp["put_gbps"])
             best["cpp_get"] = max(best["cpp_get"], cpp["get_gbps"])
+        with tierkv.Client(m.uds, "plain") as c:
+            plain = plain_against_buffer(c, np)
+            c.remove_all(force=True)
     finally:
         m.close()
     put_ratio = best["put"] / best["cpp_put"]
@@ -68,9 +114,15 @@ def main() -> int:
     print(f"{'':20s} {'python GB/s':>12s} {'C++ GB/s':>10s} {'ratio':>7s} (target 0.90)")
     print(f"{'put_from 1 MiB':20s} {best['put']:12.2f} {best['cpp_put']:10.2f} {put_ratio:7.2f}")
     print(f"{'get_into 1 MiB':20s} {best['get']:12.2f} {best['cpp_get']:10.2f} {get_ratio:7.2f}")
+    print(f"{'':22s} {'plain GB/s':>11s} {'buffer GB/s':>12s} {'ratio':>6s} (target 0.50)"
+          f" {'faults/call plain, buffer':>27s}")
+    for r in plain:
+        print(f"{r['call']:22s} {r['bytes'] / r['plain_s'] / 1e9:11.2f}"
+              f" {r['bytes'] / r['buffer_s'] / 1e9:12.2f} {r['ratio']:6.2f}"
+              f" {r['plain_faults']:19.1f}, {r['buffer_faults']:.1f}")
     print(json.dumps({"python_put_gbps": best["put"], "python_get_gbps": best["get"],
                       "cpp_put_gbps": best["cpp_put"], "cpp_get_gbps": best["cpp_get"],
-                      "put_ratio": put_ratio, "get_ratio": get_ratio}))
+                      "put_ratio": put_ratio, "get_ratio": get_ratio, "plain": plain}))
     return 0
 
 

@@ -176,6 +176,20 @@ class Parts {
   std::vector<size_t> starts_;
 };
 
+// Makes an uninitialised bytes object of `n` bytes in *out (replacing what
+// it held) and returns its buffer; nullptr when Python has no memory for it.
+// Called without the GIL; takes it for the allocation only.
+void* NewBytes(size_t n, py::object* out) {
+  py::gil_scoped_acquire gil;
+  PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n));
+  if (b == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  *out = py::reinterpret_steal<py::object>(b);
+  return PyBytes_AS_STRING(b);
+}
+
 class PyClient {
  public:
   PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
@@ -199,7 +213,13 @@ class PyClient {
 
   void Close() { client_.reset(); }
   bool closed() const { return client_ == nullptr; }
-  bool shared_memory() const { return C().shared_memory(); }
+  // Without the GIL: the client's lock may be held by a call that waits for
+  // the GIL (Get's allocation).
+  bool shared_memory() const {
+    tierkv::Client& c = C();
+    py::gil_scoped_release nogil;
+    return c.shared_memory();
+  }
   const std::string& tenant() const { return tenant_; }
 
   void Put(const py::handle& key, const py::handle& value, const py::object& group,
@@ -223,23 +243,20 @@ class PyClient {
     PutRaw(k, buf.data(), n, group, tenant, upsert);
   }
 
+  // The value lands straight in the bytes object returned: the object is
+  // made (under the GIL) once the size is known, then filled without it.
   py::object Get(const py::handle& key, const py::object& tenant) {
     const std::string k = KeyOf(key);
     const std::string t = TenantOr(tenant);
-    std::string value;
-    Status st;
-    {
+    py::object value;  // destroyed with the GIL held
+    tierkv::Result<size_t> r = [&] {
       py::gil_scoped_release nogil;
-      auto r = C().Get(k, t);
-      if (r.ok()) {
-        value = std::move(r).value();
-      } else {
-        st = r.status();
-      }
-    }
-    if (st.code() == Code::kNotFound) return py::none();
-    Check(st);
-    return py::bytes(value);
+      return C().Get(
+          k, [&](size_t n) { return NewBytes(n, &value); }, t);
+    }();
+    if (r.code() == Code::kNotFound) return py::none();
+    Check(r.status());
+    return value;
   }
 
   py::object GetInto(const py::handle& key, const py::handle& target, const py::object& length,
@@ -309,22 +326,21 @@ class PyClient {
   }
 
   // Values (bytes) or None for misses; a real error raises with every status.
+  // Each value lands straight in its bytes object, as in Get.
   py::list BatchGet(const py::list& keys, const py::object& tenant) {
     std::vector<std::string> ks = Keys(keys);
     std::vector<std::string_view> views(ks.begin(), ks.end());
     const std::string t = TenantOr(tenant);
-    std::vector<tierkv::Result<std::string>> res;
+    std::vector<py::object> values(ks.size());  // destroyed with the GIL held
+    std::vector<tierkv::Result<size_t>> res;
     {
       py::gil_scoped_release nogil;
-      res = C().BatchGet(views, t);
+      res = C().BatchGet(
+          views, [&](size_t i, size_t n) { return NewBytes(n, &values[i]); }, t);
     }
     py::list out;
-    for (const auto& r : res) {
-      if (r.ok()) {
-        out.append(py::bytes(*r));
-      } else {
-        out.append(py::none());
-      }
+    for (size_t i = 0; i < res.size(); ++i) {
+      out.append(res[i].ok() ? values[i] : py::none());
     }
     for (const auto& r : res) {
       if (!r.ok() && r.code() != Code::kNotFound) Raise(r.status());

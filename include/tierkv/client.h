@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -187,6 +188,15 @@ class Client {
                      std::string_view tenant = kDefaultTenant);
   // Returns the value as a new string.
   Result<std::string> Get(std::string_view key, std::string_view tenant = kDefaultTenant);
+  // Copies the value once into memory the caller provides when its size is
+  // known: `allocate(size)` returns where `size` bytes go (nullptr fails the
+  // get with NO_SPACE). Returns the length. `allocate` runs on the calling
+  // thread with the client's lock held (it must not call this client), and
+  // may run a second time for the same get (a lease-free copy found torn is
+  // read again): the last memory it returned holds the value.
+  using Allocate = std::function<void*(size_t size)>;
+  Result<size_t> Get(std::string_view key, const Allocate& allocate,
+                     std::string_view tenant = kDefaultTenant);
 
   std::vector<Status> BatchPut(std::span<const PutItem> items,
                                std::string_view tenant = kDefaultTenant, bool upsert = false);
@@ -196,6 +206,11 @@ class Client {
                                        std::string_view tenant = kDefaultTenant);
   std::vector<Result<std::string>> BatchGet(std::span<const std::string_view> keys,
                                             std::string_view tenant = kDefaultTenant);
+  // As Get with `allocate`, per key: `allocate(i, size)` for keys[i].
+  using AllocateItem = std::function<void*(size_t index, size_t size)>;
+  std::vector<Result<size_t>> BatchGet(std::span<const std::string_view> keys,
+                                       const AllocateItem& allocate,
+                                       std::string_view tenant = kDefaultTenant);
 
   // Scatter/gather: one object per item, gathered from (put) or scattered
   // into (get) its parts, on the same paths as BatchPut / BatchGet (one copy

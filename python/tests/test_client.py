@@ -248,3 +248,59 @@ def test_gets_with_and_without_read_leases_return_the_same_values(manager):
         writer.close()
         for reader in readers:
             reader.close()
+
+
+def _minor_faults() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def test_get_values_are_their_own_copies(client):
+    v1, v2 = bytes(range(256)) * 4096, b"\x07" * (1 << 20)
+    client.put("own", v1)
+    got = client.get("own")
+    [batch] = client.batch_get(["own"])
+    client.upsert("own", v2)
+    client.remove("own")
+    client.put("own", b"other")
+    assert got == v1 and batch == v1  # a bytes object never changes
+    assert isinstance(got, bytes) and isinstance(batch, bytes)
+    assert client.batch_get(["own", "nope"]) == [b"other", None]
+    assert client.get("nope") is None
+
+
+def test_get_touches_each_page_of_a_value_at_most_once(manager):
+    # 4 MiB: 1 024 pages of 4 KiB. Before, get() faulted twice per page (an
+    # intermediate string, then the bytes object).
+    with tierkv.Client(manager.uds, "faults") as c:
+        c.put("v", np.random.default_rng(1).integers(0, 255, 4 << 20, dtype=np.uint8))
+        c.get("v")
+        rounds, pages = 20, (4 << 20) // 4096
+        before = _minor_faults()
+        for _ in range(rounds):
+            assert len(c.get("v")) == 4 << 20
+        per_get = (_minor_faults() - before) / rounds
+        assert per_get <= pages + 16, per_get
+        before = _minor_faults()
+        for _ in range(rounds // 4):
+            assert [len(v) for v in c.batch_get(["v"] * 4)] == [4 << 20] * 4
+        assert (_minor_faults() - before) / rounds <= pages + 16
+        c.remove_all(force=True)
+
+
+def test_memory_does_not_grow_over_10000_gets_of_4_mib(manager):
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    with tierkv.Client(manager.uds, "growth") as c:
+        value = np.full(4 << 20, 9, dtype=np.uint8)
+        c.put("v", value)
+        for _ in range(50):
+            c.get("v")
+        start = rss()
+        for _ in range(10_000):
+            got = c.get("v")
+        assert got == value.tobytes()
+        assert rss() - start < 32 << 20, (start, rss())
+        c.remove_all(force=True)

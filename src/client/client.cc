@@ -67,6 +67,16 @@ void Scatter(const char* data, std::span<const Region> parts) {
   }
 }
 
+// Copies `size` bytes from `data` into the memory `allocate` gives for them.
+Status CopyAllocated(const std::function<void*(size_t)>& allocate, const void* data, size_t size) {
+  void* dst = allocate(size);
+  if (dst == nullptr) {
+    return Status(Code::kNoSpace, "no memory for a value of " + std::to_string(size) + " bytes");
+  }
+  std::memcpy(dst, data, size);
+  return Status::Ok();
+}
+
 // Fails every entry of `out` that is still unset with `st` (a call-level error).
 template <typename R>
 void FillAll(std::vector<R>& out, size_t from, size_t to, const Status& st) {
@@ -184,7 +194,8 @@ class Client::Impl {
   // `locate`: ask for a LOCATE when the generation table is mapped (a copy
   // found torn is read again with locate false, under a lease).
   Result<size_t> GetOne(std::string_view key, void* buffer, size_t capacity,
-                        std::string_view tenant, std::string* out, bool locate = true);
+                        std::string_view tenant, const Client::Allocate* allocate,
+                        bool locate = true);
   // `sizes`: each item's total size.
   void BatchPutChunk(std::span<const PutPartsItem> items, std::span<const size_t> sizes,
                      std::string_view tenant, bool upsert, Status* out);
@@ -313,9 +324,11 @@ Status Client::Upsert(std::string_view key, const void* data, size_t size,
   return impl_->PutOne(key, data, size, options, /*upsert=*/true);
 }
 
-// Copies into `buffer` (capacity bytes) or, when `out` is set, into *out.
+// Copies into `buffer` (capacity bytes) or, when `allocate` is set, into the
+// memory it returns for the value's size.
 Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t capacity,
-                                    std::string_view tenant, std::string* out, bool locate) {
+                                    std::string_view tenant, const Client::Allocate* allocate,
+                                    bool locate) {
   Writer w = Begin();
   proto::KeyRequest{tenant, key}.Encode(w);
   if (conn.shared_memory()) {
@@ -328,9 +341,8 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
       return Status(Code::kProtocolError, "malformed lease reply");
     }
     Status copy_status;
-    if (out != nullptr) {
-      out->resize(lease.size);
-      std::memcpy(out->data(), conn.pool() + lease.offset, lease.size);
+    if (allocate != nullptr) {
+      copy_status = CopyAllocated(*allocate, conn.pool() + lease.offset, lease.size);
     } else if (lease.size > capacity) {
       copy_status = SizeMismatch(lease.size, capacity);
     } else {
@@ -340,7 +352,7 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
       if (!copy_status.ok()) return copy_status;
       if (after_located_copy) after_located_copy();
       if (!conn.CopyIntact(lease.offset, lease.generation)) {
-        return GetOne(key, buffer, capacity, tenant, out, /*locate=*/false);
+        return GetOne(key, buffer, capacity, tenant, allocate, /*locate=*/false);
       }
       return static_cast<size_t>(lease.size);
     }
@@ -359,8 +371,8 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
   Reader r(reply);
   std::string_view value = r.Str();
   if (Status st = r.Finish("get reply"); !st.ok()) return st;
-  if (out != nullptr) {
-    out->assign(value);
+  if (allocate != nullptr) {
+    if (Status st = CopyAllocated(*allocate, value.data(), value.size()); !st.ok()) return st;
   } else if (value.size() > capacity) {
     return SizeMismatch(value.size(), capacity);
   } else {
@@ -378,9 +390,19 @@ Result<size_t> Client::Get(std::string_view key, void* buffer, size_t capacity,
 Result<std::string> Client::Get(std::string_view key, std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::string value;
-  Result<size_t> r = impl_->GetOne(key, nullptr, 0, tenant, &value);
+  const Allocate into_string = [&](size_t size) -> void* {
+    value.resize(size);
+    return value.data();
+  };
+  Result<size_t> r = impl_->GetOne(key, nullptr, 0, tenant, &into_string);
   if (!r.ok()) return r.status();
   return value;
+}
+
+Result<size_t> Client::Get(std::string_view key, const Allocate& allocate,
+                           std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->GetOne(key, nullptr, 0, tenant, &allocate);
 }
 
 // ---------------------------------------------------------------------------
@@ -726,6 +748,31 @@ std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> 
   out.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     out.push_back(st[i].ok() ? Result<size_t>(wanted[i]) : Result<size_t>(st[i]));
+  }
+  return out;
+}
+
+std::vector<Result<size_t>> Client::BatchGet(std::span<const std::string_view> keys,
+                                             const AllocateItem& allocate,
+                                             std::string_view tenant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<size_t> sizes(keys.size(), 0);
+  uint64_t bytes = 0;
+  std::vector<Status> st = impl_->BatchGetAll(
+      keys, tenant,
+      [&](size_t i, const char* data, size_t size) {
+        Status copied = CopyAllocated([&](size_t n) { return allocate(i, n); }, data, size);
+        if (copied.ok()) {
+          sizes[i] = size;
+          bytes += size;
+        }
+        return copied;
+      },
+      &bytes);
+  std::vector<Result<size_t>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
   }
   return out;
 }
