@@ -77,6 +77,17 @@ Status CopyAllocated(const std::function<void*(size_t)>& allocate, const void* d
   return Status::Ok();
 }
 
+// Per item: its size where its status is OK, else the status.
+std::vector<Result<size_t>> WithSizes(const std::vector<Status>& st,
+                                      const std::vector<size_t>& sizes) {
+  std::vector<Result<size_t>> out;
+  out.reserve(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
+  }
+  return out;
+}
+
 // Fails every entry of `out` that is still unset with `st` (a call-level error).
 template <typename R>
 void FillAll(std::vector<R>& out, size_t from, size_t to, const Status& st) {
@@ -713,12 +724,7 @@ std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
         return Status::Ok();
       },
       &bytes);
-  std::vector<Result<size_t>> out;
-  out.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
-  }
-  return out;
+  return WithSizes(st, sizes);
 }
 
 std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> items,
@@ -744,12 +750,7 @@ std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> 
         return Status::Ok();
       },
       &bytes);
-  std::vector<Result<size_t>> out;
-  out.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    out.push_back(st[i].ok() ? Result<size_t>(wanted[i]) : Result<size_t>(st[i]));
-  }
-  return out;
+  return WithSizes(st, wanted);
 }
 
 std::vector<Result<size_t>> Client::BatchGet(std::span<const std::string_view> keys,
@@ -769,12 +770,7 @@ std::vector<Result<size_t>> Client::BatchGet(std::span<const std::string_view> k
         return copied;
       },
       &bytes);
-  std::vector<Result<size_t>> out;
-  out.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
-  }
-  return out;
+  return WithSizes(st, sizes);
 }
 
 std::vector<Result<std::string>> Client::BatchGet(std::span<const std::string_view> keys,

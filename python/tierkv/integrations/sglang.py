@@ -214,22 +214,31 @@ class _TierkvBackend:
         addrs, lens = b.regions(host_indices, len(keys))
         objs = b.keys(list(keys))
         per = len(b.prefixes)
-        c = self._client()
-        if c is None:
-            self._counters.add(**{f"{kind}_failed": len(keys)})
-            return [False] * len(keys)
         start = time.perf_counter()
-        try:
-            st = (c.batch_put_regions(objs, addrs, lens) if kind == "set"
-                  else c.batch_get_regions(objs, addrs, lens))
-        except (TierkvError, OSError) as e:
-            return self._lost(e, kind, len(keys))
+        st = self._move(kind, objs, addrs, lens, len(keys))
+        if st is None:
+            return [False] * len(keys)
         ok_obj = [s.ok or (kind == "set" and s.name == "DUPLICATED") for s in st]
         out = [all(ok_obj[i * per:(i + 1) * per]) for i in range(len(keys))]
         self._after(st, kind, out, sum(lens) // max(1, len(keys)), start)
         if kind == "set":
             self._counters.add(set_existing=sum(s.name == "DUPLICATED" for s in st))
         return out
+
+    def _move(self, kind: str, objs: list[str], addrs: list[int], lens: list[int],
+              pages: int) -> list | None:
+        """One scatter/gather call; None (the pages counted failed) when the
+        manager cannot be reached or the call fails as a whole."""
+        c = self._client()
+        if c is None:
+            self._counters.add(**{f"{kind}_failed": pages})
+            return None
+        try:
+            return (c.batch_put_regions(objs, addrs, lens) if kind == "set"
+                    else c.batch_get_regions(objs, addrs, lens))
+        except (TierkvError, OSError) as e:
+            self._lost(e, kind, pages)
+            return None
 
     def _after(self, st: list, kind: str, out: list[bool], page_bytes: int, start: float) -> None:
         good = sum(out)
@@ -380,16 +389,10 @@ class _TierkvBackend:
                 addrs.append(int(locations[i]))
                 lens.append(int(sizes[i]))
         objs = [f"{b.prefixes[0]}/{k}" for k in keys]
-        c = self._client()
-        if c is None:
-            self._counters.add(**{f"{kind}_failed": len(keys)})
-            return [False] * len(keys)
         start = time.perf_counter()
-        try:
-            st = (c.batch_put_regions(objs, addrs, lens) if kind == "set"
-                  else c.batch_get_regions(objs, addrs, lens))
-        except (TierkvError, OSError) as e:
-            return self._lost(e, kind, len(keys))
+        st = self._move(kind, objs, addrs, lens, len(keys))
+        if st is None:
+            return [False] * len(keys)
         out = [s.ok or (kind == "set" and s.name == "DUPLICATED") for s in st]
         self._after(st, kind, out, sum(lens) // len(keys), start)
         return out
