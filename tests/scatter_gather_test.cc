@@ -101,6 +101,20 @@ TEST_P(ScatterGatherTest, AnotherTotalSizeFailsTheItemAndCopiesNothing) {
   EXPECT_EQ(exact, v);
 }
 
+TEST_P(ScatterGatherTest, SingleObjectCalls) {
+  const std::string v = testing::RandomBytes(3 * 4096, 5);
+  const auto parts = Cut(v, {4096, 8192});
+  ASSERT_TRUE(client_->PutParts("one", parts, {tenant_, "g"}).ok());
+  EXPECT_EQ(client_->PutParts("one", parts, {tenant_, {}}).code(), Code::kDuplicated);
+  std::string back(v.size(), '\0');
+  const auto slots = Slots(back, {1, v.size() - 1});
+  auto n = client_->GetParts("one", slots, tenant_);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, v.size());
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(client_->GetParts("none", slots, tenant_).code(), Code::kNotFound);
+}
+
 TEST_P(ScatterGatherTest, ExistingKeysAreDuplicatedUnlessUpserted) {
   const std::string one = "first value", two = "second value!";
   const auto p1 = Cut(one, {5, 6});

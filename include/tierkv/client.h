@@ -222,6 +222,11 @@ class Client {
                                     std::string_view tenant = kDefaultTenant, bool upsert = false);
   std::vector<Result<size_t>> BatchGetParts(std::span<const GetPartsItem> items,
                                             std::string_view tenant = kDefaultTenant);
+  // One scatter/gather object: a batch of one.
+  Status PutParts(std::string_view key, std::span<const ConstRegion> parts,
+                  const WriteOptions& options = {}, bool upsert = false);
+  Result<size_t> GetParts(std::string_view key, std::span<const Region> parts,
+                          std::string_view tenant = kDefaultTenant);
 
   // Lookups. OK when stored, NOT_FOUND when not. In cluster mode a key the
   // manager does not hold is looked up in its global index of the other

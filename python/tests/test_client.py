@@ -304,3 +304,30 @@ def test_memory_does_not_grow_over_10000_gets_of_4_mib(manager):
         assert got == value.tobytes()
         assert rss() - start < 32 << 20, (start, rss())
         c.remove_all(force=True)
+
+
+def test_scatter_gather_objects(client):
+    a, b = np.arange(4096, dtype=np.uint8), np.full(100, 7, dtype=np.uint8)
+    st = client.batch_put_parts(["sg1", "sg2"], [[a[:1000], a[1000:]], [b, bytes(3)]])
+    assert all(st)
+    assert client.get("sg1") == a.tobytes() and client.get("sg2") == b.tobytes() + bytes(3)
+    out = np.zeros(4096, dtype=np.uint8)
+    half = np.zeros(2048, dtype=np.uint8)
+    got = client.batch_get_regions(["sg1"], [out.ctypes.data, half.ctypes.data],
+                                   [2048, 2048])
+    assert got[0].ok and got[0].size == 4096
+    assert out[:2048].tobytes() == a[:2048].tobytes() and half.tobytes() == a[2048:].tobytes()
+    wrong = np.zeros(4095, dtype=np.uint8)
+    [bad] = client.batch_get_parts(["sg1"], [[wrong]])
+    assert bad.name == "INVALID_ARGUMENT" and not wrong.any()
+    with pytest.raises(ValueError):
+        client.batch_put_regions(["x", "y"], [1, 2, 3], [1, 1, 1])  # 3 regions for 2 keys
+    client.put_parts("one", [b"ab", (a.ctypes.data, 2)])
+    assert client.get("one") == b"ab" + a[:2].tobytes()
+    with pytest.raises(tierkv.Duplicated):
+        client.put_parts("one", [b"zz"])
+    two = bytearray(4)
+    assert client.get_parts("one", [two]) == 4 and bytes(two) == b"ab" + a[:2].tobytes()
+    assert client.get_parts("none", [two]) is None
+    with pytest.raises(tierkv.InvalidArgument):
+        client.get_parts("one", [bytearray(3)])

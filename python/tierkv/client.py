@@ -11,9 +11,15 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence, Union
 
 from . import _tierkv
+from .errors import from_code
 
 Key = Union[str, bytes]
 Buffer = Any  # bytes, bytearray, memoryview, numpy array: any C-contiguous buffer
+
+
+def _error(st: _tierkv.Status) -> Exception:
+    """The exception for a batch item's failed status."""
+    return from_code(st.code, st.name, st.message)
 
 
 class Client:
@@ -143,6 +149,26 @@ class Client:
         the value of ``keys[i]``. One round trip per chunk, one copy per part
         (Unix socket). Returns one :class:`tierkv.Status` per key."""
         return self._c.batch_put_parts(list(keys), [list(p) for p in parts], tenant, upsert)
+
+    def put_parts(self, key: Key, parts: Sequence[Buffer | tuple], *, tenant: str | None = None,
+                  upsert: bool = False) -> None:
+        """Stores one object gathered from its parts (see :meth:`batch_put_parts`);
+        raises as :meth:`put` does."""
+        st = self._c.batch_put_parts([key], [list(parts)], tenant, upsert)[0]
+        if not st.ok:
+            raise _error(st)
+
+    def get_parts(self, key: Key, parts: Sequence[Buffer | tuple], *,
+                  tenant: str | None = None) -> int | None:
+        """Reads one object into its parts (see :meth:`batch_get_parts`); returns
+        its size, ``None`` on a miss; raises for any other failure
+        (:class:`tierkv.InvalidArgument` when the parts' total is not its size)."""
+        st = self._c.batch_get_parts([key], [list(parts)], tenant)[0]
+        if st.ok:
+            return st.size
+        if st.name == "NOT_FOUND":
+            return None
+        raise _error(st)
 
     def batch_put_regions(self, keys: Sequence[Key], addresses: Sequence[int],
                           lengths: Sequence[int], *, tenant: str | None = None,

@@ -753,6 +753,18 @@ std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> 
   return WithSizes(st, wanted);
 }
 
+Status Client::PutParts(std::string_view key, std::span<const ConstRegion> parts,
+                        const WriteOptions& options, bool upsert) {
+  const PutPartsItem item{key, parts, options.group_id};
+  return BatchPutParts(std::span<const PutPartsItem>(&item, 1), options.tenant, upsert)[0];
+}
+
+Result<size_t> Client::GetParts(std::string_view key, std::span<const Region> parts,
+                                std::string_view tenant) {
+  const GetPartsItem item{key, parts};
+  return BatchGetParts(std::span<const GetPartsItem>(&item, 1), tenant)[0];
+}
+
 std::vector<Result<size_t>> Client::BatchGet(std::span<const std::string_view> keys,
                                              const AllocateItem& allocate,
                                              std::string_view tenant) {
