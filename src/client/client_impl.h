@@ -1,0 +1,251 @@
+// Client::Impl and what the client's .cc files share: the connection, the
+// request and reply buffers, the transfer statistics and the copy helpers.
+// Internal to the client library (src/client); not a public header.
+#ifndef TIERKV_CLIENT_CLIENT_IMPL_H_
+#define TIERKV_CLIENT_CLIENT_IMPL_H_
+
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "client/connection.h"
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+#include "tierkv/client.h"
+
+namespace tierkv {
+namespace client_internal {
+
+using proto::Opcode;
+using proto::Reader;
+using proto::Writer;
+
+// Bytes a batch frame needs besides the values themselves, per item and fixed.
+constexpr size_t kItemOverhead = 32;
+constexpr size_t kFrameOverhead = 256;
+
+// The manager never reuses a leased range before the lease's deadline (on
+// CLOCK_MONOTONIC, which every process of a host shares). A copy that finished
+// before the deadline is therefore intact, and the release need not be waited
+// for. The margin absorbs the time between the copy's end and this check.
+constexpr int64_t kLeaseMarginNanos = 200'000;
+
+inline bool CopyFinishedWithinLease(int64_t deadline_nanos) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  return now + kLeaseMarginNanos < deadline_nanos;
+}
+
+inline Status SizeMismatch(size_t value, size_t capacity) {
+  return Status(Code::kTooLarge, "buffer of " + std::to_string(capacity) +
+                                     " bytes is smaller than the value (" + std::to_string(value) +
+                                     " bytes)");
+}
+
+inline size_t TotalSize(std::span<const ConstRegion> parts) {
+  size_t n = 0;
+  for (const ConstRegion& p : parts) n += p.size;
+  return n;
+}
+
+inline size_t TotalSize(std::span<const Region> parts) {
+  size_t n = 0;
+  for (const Region& p : parts) n += p.size;
+  return n;
+}
+
+// Copies `size` bytes (the parts' total) into the parts, in order.
+inline void Scatter(const char* data, std::span<const Region> parts) {
+  for (const Region& p : parts) {
+    std::memcpy(p.data, data, p.size);
+    data += p.size;
+  }
+}
+
+// Copies `size` bytes from `data` into the memory `allocate` gives for them.
+inline Status CopyAllocated(const std::function<void*(size_t)>& allocate, const void* data,
+                            size_t size) {
+  void* dst = allocate(size);
+  if (dst == nullptr) {
+    return Status(Code::kNoSpace, "no memory for a value of " + std::to_string(size) + " bytes");
+  }
+  std::memcpy(dst, data, size);
+  return Status::Ok();
+}
+
+// Per item: its size where its status is OK, else the status.
+inline std::vector<Result<size_t>> WithSizes(const std::vector<Status>& st,
+                                             const std::vector<size_t>& sizes) {
+  std::vector<Result<size_t>> out;
+  out.reserve(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    out.push_back(st[i].ok() ? Result<size_t>(sizes[i]) : Result<size_t>(st[i]));
+  }
+  return out;
+}
+
+// Fails every entry of `out` that is still unset with `st` (a call-level error).
+template <typename R>
+void FillAll(std::vector<R>& out, size_t from, size_t to, const Status& st) {
+  for (size_t i = from; i < to; ++i) out[i] = R(st);
+}
+
+inline int64_t MonoNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Client-side figures of the batch calls, reported to the manager about once a
+// second (posted, no reply awaited) for its memcache_bandwidth_* metrics.
+class TransferStats {
+ public:
+  enum Op { kBatchPut = 0, kBatchGet = 1, kBatchExist = 2 };
+  void Record(Op op, uint64_t bytes, double seconds) {
+    Accum& a = ops_[op];
+    a.window_bytes += bytes;
+    a.window_seconds += seconds;
+    a.latencies.push_back(seconds);
+    a.cum_bytes += bytes;
+    a.cum_seconds += seconds;
+    a.used = true;
+  }
+  // A report when the window is a second old (the window then restarts).
+  bool Due(int64_t now_ns) {
+    if (window_start_ns_ == 0) window_start_ns_ = now_ns;
+    return now_ns - window_start_ns_ >= 1'000'000'000;
+  }
+  proto::ReportMetricsRequest TakeReport(uint32_t rank, int64_t now_ns) {
+    proto::ReportMetricsRequest req;
+    req.rank = rank;
+    const double wall = std::max(1e-9, (now_ns - window_start_ns_) / 1e9);
+    for (int i = 0; i < 3; ++i) {
+      Accum& a = ops_[i];
+      if (!a.used) continue;
+      proto::OpWindow w;
+      w.op = static_cast<uint8_t>(i);
+      w.window_bytes = a.window_bytes;
+      w.window_duration_ms = static_cast<uint64_t>(a.window_seconds * 1000);
+      w.bytes_per_sec = a.window_bytes / wall;
+      if (!a.latencies.empty()) {
+        std::vector<double>& v = a.latencies;
+        std::sort(v.begin(), v.end());
+        auto pct = [&](double p) {
+          return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+        };
+        w.p50_s = pct(0.50);
+        w.p90_s = pct(0.90);
+        w.p99_s = pct(0.99);
+        w.avg_s = a.window_seconds / v.size();
+      }
+      w.cum_bytes = a.cum_bytes;
+      w.cum_duration_ms = static_cast<uint64_t>(a.cum_seconds * 1000);
+      req.ops.push_back(w);
+      a.window_bytes = 0;
+      a.window_seconds = 0;
+      a.latencies.clear();
+    }
+    window_start_ns_ = now_ns;
+    return req;
+  }
+
+ private:
+  struct Accum {
+    uint64_t window_bytes = 0;
+    double window_seconds = 0;
+    std::vector<double> latencies;
+    uint64_t cum_bytes = 0;
+    double cum_seconds = 0;
+    bool used = false;
+  };
+  std::array<Accum, 3> ops_;
+  int64_t window_start_ns_ = 0;
+};
+
+}  // namespace client_internal
+
+using client_internal::MonoNanos;
+using client_internal::Opcode;
+using client_internal::Reader;
+using client_internal::TransferStats;
+using client_internal::Writer;
+
+// The state behind a Client: one connection and its buffers, under `mu`.
+class Client::Impl {
+ public:
+  Impl(proto::Address address, const ClientOptions& options) : conn(std::move(address), options) {}
+  std::mutex mu;
+  Connection conn;
+  std::string body;
+  std::string reply;
+  TransferStats stats;
+  uint32_t rank = 0;
+  bool pipeline_commits = false;
+  // Test seam: runs after a lease-free copy, before its generation check.
+  std::function<void()> after_located_copy;
+
+  // Records one batch call and, about once a second, posts the report.
+  void Account(TransferStats::Op op, uint64_t bytes, int64_t start_ns) {
+    const int64_t now = MonoNanos();
+    stats.Record(op, bytes, (now - start_ns) / 1e9);
+    if (!stats.Due(now)) return;
+    std::string report;
+    Writer w(&report);
+    stats.TakeReport(rank, now).Encode(w);
+    (void)conn.Post(Opcode::kReportMetrics, report);
+  }
+
+  Status Call(Opcode op) { return conn.Call(op, body, &reply); }
+  Writer Begin() {
+    body.clear();
+    return Writer(&body);
+  }
+  uint32_t MaxBatch() const { return std::max<uint32_t>(1, conn.limits().max_batch); }
+  size_t MaxFrame() const { return conn.limits().max_frame_bytes; }
+
+  Status PutOne(std::string_view key, const void* data, size_t size, const WriteOptions& o,
+                bool upsert);
+  // `locate`: ask for a LOCATE when the generation table is mapped (a copy
+  // found torn is read again with locate false, under a lease).
+  Result<size_t> GetOne(std::string_view key, void* buffer, size_t capacity,
+                        std::string_view tenant, const Client::Allocate* allocate,
+                        bool locate = true);
+  // `sizes`: each item's total size.
+  void BatchPutChunk(std::span<const PutPartsItem> items, std::span<const size_t> sizes,
+                     std::string_view tenant, bool upsert, Status* out);
+  std::vector<Status> BatchPutAll(std::span<const PutPartsItem> items, std::string_view tenant,
+                                  bool upsert);
+  // Receives item `i`'s value (valid only during the call); its status becomes
+  // the item's result.
+  using ValueSink = std::function<Status(size_t i, const char* data, size_t size)>;
+  void BatchGetShm(std::span<const std::string_view> keys, std::string_view tenant,
+                   const ValueSink& sink, std::vector<Status>& out, size_t base,
+                   bool locate = true);
+  // Reads again, under leases, the items of a BatchGetShm chunk whose
+  // lease-free copies were found torn (`items`: their indexes in `keys`). The
+  // sink runs again for them (the transfer statistics count both copies).
+  void RereadLeased(std::span<const std::string_view> keys, std::span<const size_t> items,
+                    std::string_view tenant, const ValueSink& sink, std::vector<Status>& out,
+                    size_t base);
+  size_t BatchGetInline(std::span<const std::string_view> keys, std::string_view tenant,
+                        const ValueSink& sink, std::vector<Status>& out, size_t base);
+  // Chunks `keys` by the batch limit; `*bytes` (updated by the sink) is
+  // accounted in the transfer statistics.
+  std::vector<Status> BatchGetAll(std::span<const std::string_view> keys, std::string_view tenant,
+                                  const ValueSink& sink, uint64_t* bytes);
+  template <typename R, typename Fn>
+  std::vector<R> KeyBatch(Opcode op, std::span<const std::string_view> keys,
+                          std::string_view tenant, Fn decode_item, uint8_t lookup_flags = 0);
+};
+
+}  // namespace tierkv
+
+#endif  // TIERKV_CLIENT_CLIENT_IMPL_H_
