@@ -8,9 +8,11 @@
 //
 // Errors: a failed call raises the exception class that python/tierkv/errors.py
 // maps to the status code (installed with _set_error_factory at import).
+#include <malloc.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "tierkv/client.h"
+#include "value_view.h"
 
 namespace py = pybind11;
 
@@ -241,6 +244,21 @@ class PyClient {
     Buffer buf(source, false);
     const size_t n = length.is_none() ? buf.size() : std::min(buf.size(), length.cast<size_t>());
     PutRaw(k, buf.data(), n, group, tenant, upsert);
+  }
+
+  // A pinned, zero-copy view of the value; None on a miss.
+  py::object GetView(const py::handle& key, const py::object& tenant) {
+    const std::string k = KeyOf(key);
+    const std::string t = TenantOr(tenant);
+    tierkv::Client& c = C();
+    tierkv::Result<tierkv::PinnedValue> r = [&] {
+      py::gil_scoped_release nogil;
+      return c.Pin(k, t);
+    }();
+    if (r.code() == Code::kNotFound) return py::none();
+    Check(r.status());
+    return py::cast(new tierkv::python::ValueView(client_, std::move(r).value()),
+                    py::return_value_policy::take_ownership);
   }
 
   // The value lands straight in the bytes object returned: the object is
@@ -569,13 +587,33 @@ class PyClient {
   }
 
   std::string tenant_;
-  std::unique_ptr<tierkv::Client> client_;
+  std::shared_ptr<tierkv::Client> client_;  // views hold it weakly
 };
 
 }  // namespace
 
+// get / batch_get return values in new bytes objects. glibc gives a freed
+// chunk of 128 KiB or more (mmapped), and a heap top over 128 KiB, back to the
+// system at once, so every batch of fresh values faulted each of its pages in
+// again (16 353 faults per batch_get of 64 x 1 MiB). Freed memory is kept for
+// reuse instead: chunks under 32 MiB come from the heap, and up to 1 GiB of
+// freed heap is kept. Left alone when the process tunes malloc itself
+// (MALLOC_*_ environment variables, GLIBC_TUNABLES) or sets
+// TIERKV_KEEP_FREED_MEMORY=0. Returns whether it applied.
+bool KeepFreedMemory() {
+  const char* keep = std::getenv("TIERKV_KEEP_FREED_MEMORY");
+  if (keep != nullptr && std::string_view(keep) == "0") return false;
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr ||
+      std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+      std::getenv("GLIBC_TUNABLES") != nullptr) {
+    return false;
+  }
+  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+}
+
 PYBIND11_MODULE(_tierkv, m) {
   m.doc() = "Low-level binding of the tierkv C++ client; use the tierkv package.";
+  m.attr("keeps_freed_memory") = KeepFreedMemory();
   m.def("derive_namespace", &tierkv::DeriveNamespace, py::arg("inputs"),
         "The C++ client's DeriveNamespace (tierkv.derive_namespace is the same in Python)");
   py::register_exception_translator([](std::exception_ptr p) {
@@ -607,6 +645,8 @@ PYBIND11_MODULE(_tierkv, m) {
         return "Status(" + s.name() + (s.message.empty() ? "" : ", '" + s.message + "'") + ")";
       });
 
+  tierkv::python::ValueView::Register(m);
+
   py::class_<PyClient>(m, "Client")
       .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string, bool,
                     bool>(),
@@ -626,6 +666,7 @@ PYBIND11_MODULE(_tierkv, m) {
            py::arg("length") = py::none(), py::arg("group_id") = py::none(),
            py::arg("tenant") = py::none(), py::arg("upsert") = false)
       .def("get", &PyClient::Get, py::arg("key"), py::arg("tenant") = py::none())
+      .def("get_view", &PyClient::GetView, py::arg("key"), py::arg("tenant") = py::none())
       .def("get_into", &PyClient::GetInto, py::arg("key"), py::arg("target"),
            py::arg("length") = py::none(), py::arg("tenant") = py::none())
       .def("batch_put", &PyClient::BatchPut, py::arg("items"), py::arg("tenant") = py::none(),

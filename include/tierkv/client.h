@@ -128,6 +128,15 @@ struct GetPartsItem {
   std::span<const Region> parts;
 };
 
+// A value pinned where it lies in the manager's shared pool (Client::Pin).
+struct PinnedValue {
+  uint64_t pin_id = 0;
+  const uint8_t* data = nullptr;  // `size` bytes, read-only
+  size_t size = 0;
+  uint64_t incarnation = 0;             // of the connection that holds the pin
+  std::shared_ptr<const void> mapping;  // keeps `data` mapped, even past the client
+};
+
 struct RemoveAllStats {
   uint64_t removed = 0;
   uint64_t skipped = 0;  // leased or in-flight objects left in place (force=false)
@@ -197,6 +206,27 @@ class Client {
   using Allocate = std::function<void*(size_t size)>;
   Result<size_t> Get(std::string_view key, const Allocate& allocate,
                      std::string_view tenant = kDefaultTenant);
+
+  // Zero-copy read (Unix socket only): pins the value where it lies in the
+  // shared pool and returns it in place. Its `size` bytes at `data` stay
+  // valid and unchanged until Unpin or until this client's connection ends; a
+  // remove, upsert, eviction or demotion meanwhile hides the old value and
+  // frees its range only after the pin goes. When the connection ends (the
+  // client reconnects, or is destroyed) the manager drops its pins:
+  // PinHeld turns false and the bytes at `data` (still mapped: reading them
+  // never faults) may be reused for other values. Counted as a get; in
+  // cluster mode a miss is fetched from its owner first. One connection holds
+  // at most the manager's --max-pinned-bytes (NO_SPACE over it). Errors: as
+  // for Get; NOT_SUPPORTED over TCP.
+  Result<PinnedValue> Pin(std::string_view key, std::string_view tenant = kDefaultTenant);
+  // Ends a pin. The bytes must not be used after it. The manager learns of
+  // it with this client's next call (the UNPIN shares that call's write), or
+  // at Flush: until then the range stays pinned. The pin of a connection
+  // that has ended is already gone: nothing is sent.
+  Status Unpin(const PinnedValue& value);
+  // Whether `value`'s pin is still held: its connection has not ended since.
+  // Takes no lock (safe from any thread, even while another call runs).
+  bool PinHeld(const PinnedValue& value) const;
 
   std::vector<Status> BatchPut(std::span<const PutItem> items,
                                std::string_view tenant = kDefaultTenant, bool upsert = false);

@@ -288,6 +288,26 @@ def test_get_touches_each_page_of_a_value_at_most_once(manager):
         c.remove_all(force=True)
 
 
+def test_batch_get_reuses_freed_memory_instead_of_faulting_it_in_again(manager):
+    # 16 x 1 MiB per call: 4 096 pages. glibc used to hand the freed values
+    # back to the system each time, so every call faulted them all in again.
+    assert tierkv._tierkv.keeps_freed_memory
+    with tierkv.Client(manager.uds, "reuse") as c:
+        keys = [f"k{i}" for i in range(16)]
+        c.batch_put([(k, bytes([i]) * (1 << 20)) for i, k in enumerate(keys)])
+        for _ in range(3):
+            c.batch_get(keys)
+        rounds = 20
+        before = _minor_faults()
+        for _ in range(rounds):
+            values = c.batch_get(keys)
+            assert [v[0] for v in values] == list(range(16))
+            del values
+        per_call = (_minor_faults() - before) / rounds
+        assert per_call < 200, per_call  # of 4 096 pages
+        c.remove_all(force=True)
+
+
 def test_memory_does_not_grow_over_10000_gets_of_4_mib(manager):
     def rss() -> int:
         with open("/proc/self/statm") as f:
@@ -331,3 +351,103 @@ def test_scatter_gather_objects(client):
     assert client.get_parts("none", [two]) is None
     with pytest.raises(tierkv.InvalidArgument):
         client.get_parts("one", [bytearray(3)])
+
+
+def test_views_are_zero_copy_and_pinned_until_released():
+    # A small pool, so that churn reuses every range not pinned.
+    m = Manager("--dram-size", "8MiB", "--max-pinned-bytes", "2MiB")
+    try:
+        with tierkv.Client(m.uds, "views") as c:
+            c.put("v", b"\x01" * (1 << 20))
+            with c.get_view("v") as view:
+                assert isinstance(view, memoryview) and view.readonly
+                assert view.nbytes == 1 << 20
+                array = np.frombuffer(view, dtype=np.uint8)
+                c.upsert("v", b"\x02" * (1 << 20))
+                c.remove("v")
+                for i in range(24):  # cycles the 8 MiB pool three times
+                    c.upsert(f"churn{i % 12}", bytes([i]) * (1 << 20))
+                assert (array == 1).all()  # the pinned bytes never changed
+                del array
+            with pytest.raises(ValueError, match="released"):
+                view[0]
+
+            c.put("w", b"\x05" * 4096)
+            v = c.get_view("w")
+            assert len(v) == 4096 and v.valid and not v.released
+            assert bytes(memoryview(v)[:3]) == b"\x05\x05\x05"
+            v.release()
+            assert v.released and not v.valid
+            with pytest.raises(ValueError, match="released"):
+                memoryview(v)
+            v.release()  # idempotent
+            with c.get_view("w") as ro:
+                with pytest.raises(TypeError):
+                    ro[0] = 1  # read-only
+                with pytest.raises((BufferError, TypeError)):
+                    ctypes.c_char.from_buffer(ro)  # asks for a writable buffer
+            assert c.get_view("never-stored") is None
+    finally:
+        m.close()
+
+
+def test_a_buffer_taken_from_a_view_keeps_the_pin_after_release():
+    m = Manager("--dram-size", "8MiB", "--max-pinned-bytes", "2MiB")
+    try:
+        with tierkv.Client(m.uds, "views") as c:
+            c.put("k", b"\x03" * (1 << 20))
+            v = c.get_view("k")
+            array = np.frombuffer(v, dtype=np.uint8)  # holds a buffer of v
+            v.release()
+            c.remove("k")
+            for i in range(24):
+                c.upsert(f"churn{i % 12}", bytes([i]) * (1 << 20))
+            assert (array == 3).all()  # still the value's bytes: the pin was kept
+            # The budget (2 MiB) is still charged for it; dropping the array
+            # ends the pin, and two more 1 MiB views fit again.
+            c.put("a", b"a" * (1 << 20))
+            c.put("b", b"b" * (1 << 20))
+            held = c.get_view("a")
+            with pytest.raises(tierkv.NoSpace):
+                c.get_view("b")
+            del array
+            again = c.get_view("b")
+            assert bytes(memoryview(again)[:1]) == b"b"
+            held.release()
+            again.release()
+    finally:
+        m.close()
+
+
+def test_views_end_with_the_connection_and_need_the_unix_socket(manager):
+    c = tierkv.Client(manager.uds, "views-end")
+    c.put("k", b"x" * 100)
+    v = c.get_view("k")
+    c.close()
+    assert not v.valid
+    with pytest.raises(ValueError, match="connection"):
+        memoryview(v)
+    v.release()
+    with tierkv.Client(manager.tcp, "views-end") as t:
+        with pytest.raises(tierkv.NotSupported):
+            t.get_view("k")
+        assert t.get("k") == b"x" * 100
+        t.remove_all(force=True)
+
+
+def test_gets_and_puts_take_cpu_torch_tensors(client):
+    import torch
+    src = torch.arange(4096, dtype=torch.float16).reshape(64, 64)
+    client.put("t", src)
+    out = torch.empty_like(src)
+    assert client.get_into("t", out) == src.numel() * 2
+    assert torch.equal(out, src)
+    client.put_from("t2", src[1:3])  # a contiguous slice: its own bytes only
+    rows = torch.zeros(2, 64, dtype=torch.float16)
+    [st] = client.batch_get_into(["t2"], [rows], exact=True)
+    assert st.ok and torch.equal(rows, src[1:3])
+    with pytest.raises(ValueError, match="contiguous"):
+        client.get_into("t", out.t())
+    small = torch.empty(10, dtype=torch.float16)
+    with pytest.raises(tierkv.TooLarge):
+        client.get_into("t", small)

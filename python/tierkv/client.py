@@ -17,6 +17,27 @@ Key = Union[str, bytes]
 Buffer = Any  # bytes, bytearray, memoryview, numpy array: any C-contiguous buffer
 
 
+def _tensor_region(obj: Any) -> tuple[int, int] | None:
+    """``(address, nbytes)`` of a CPU torch tensor (which has no buffer
+    interface); ``None`` for anything else. Raises ``ValueError`` for a tensor
+    that is not contiguous or not in host memory."""
+    if not (hasattr(obj, "data_ptr") and hasattr(obj, "element_size")
+            and hasattr(obj, "is_contiguous")):
+        return None
+    device = getattr(getattr(obj, "device", None), "type", "cpu")
+    if device != "cpu":
+        raise ValueError(f"a tensor on {device} is not in host memory: copy it to the CPU first")
+    if not obj.is_contiguous():
+        raise ValueError("the tensor is not contiguous: use .contiguous() first")
+    return obj.data_ptr(), obj.element_size() * obj.nelement()
+
+
+def _target(obj: Any) -> Any:
+    """A target the extension takes: a torch tensor becomes ``(address, nbytes)``."""
+    region = _tensor_region(obj)
+    return obj if region is None else region
+
+
 def _error(st: _tierkv.Status) -> Exception:
     """The exception for a batch item's failed status."""
     return from_code(st.code, st.name, st.message)
@@ -90,19 +111,33 @@ class Client:
     # -- writes -------------------------------------------------------------
     def put(self, key: Key, value: Buffer, *, group_id: str | None = None,
             tenant: str | None = None) -> None:
-        """Stores a new object. Raises :class:`tierkv.Duplicated` if the key exists."""
-        self._c.put(key, value, group_id, tenant, False)
+        """Stores a new object. Raises :class:`tierkv.Duplicated` if the key exists.
+        ``value``: a buffer (bytes, bytearray, memoryview, numpy array) or a
+        contiguous CPU torch tensor; its bytes are copied once, into the pool."""
+        self._put(key, value, group_id, tenant, False)
 
     def upsert(self, key: Key, value: Buffer, *, group_id: str | None = None,
                tenant: str | None = None) -> None:
         """Stores or replaces an object."""
-        self._c.put(key, value, group_id, tenant, True)
+        self._put(key, value, group_id, tenant, True)
+
+    def _put(self, key: Key, value: Buffer, group_id: str | None, tenant: str | None,
+             upsert: bool) -> None:
+        region = _tensor_region(value)
+        if region is None:
+            self._c.put(key, value, group_id, tenant, upsert)
+        else:
+            self._c.put_from(key, region[0], region[1], group_id, tenant, upsert)
 
     def put_from(self, key: Key, source: Buffer | int, length: int | None = None, *,
                  group_id: str | None = None, tenant: str | None = None,
                  upsert: bool = False) -> None:
         """Stores ``length`` bytes from a buffer, or from a raw address (an int)
-        of memory the caller owns, copying them once into the manager's pool."""
+        of memory the caller owns, or from a CPU torch tensor, copying them once
+        into the manager's pool."""
+        region = _tensor_region(source)
+        if region is not None:
+            source, length = region[0], region[1] if length is None else min(length, region[1])
         self._c.put_from(key, source, length, group_id, tenant, upsert)
 
     def batch_put(self, items: Iterable[tuple], *, tenant: str | None = None,
@@ -123,10 +158,32 @@ class Client:
 
     def get_into(self, key: Key, target: Buffer | int, length: int | None = None, *,
                  tenant: str | None = None) -> int | None:
-        """Copies the value into a writable buffer, or to a raw address (an int)
-        of ``length`` bytes, and returns its size; ``None`` on a miss. Raises
+        """Copies the value once into a writable buffer (bytearray, numpy array,
+        ...), a contiguous CPU torch tensor, or a raw address (an int) of
+        ``length`` bytes, and returns its size; ``None`` on a miss. Raises
         :class:`tierkv.TooLarge` when the target is smaller than the value."""
+        region = _tensor_region(target)
+        if region is not None:
+            target, length = region[0], region[1] if length is None else min(length, region[1])
         return self._c.get_into(key, target, length, tenant)
+
+    def get_view(self, key: Key, *, tenant: str | None = None) -> _tierkv.ValueView | None:
+        """A zero-copy, read-only view of the value where it lies in the
+        manager's shared pool (Unix socket only), or ``None`` on a miss. Use it
+        as a context manager, which yields a ``memoryview``::
+
+            with client.get_view(key) as view:
+                array = numpy.frombuffer(view, dtype=numpy.float16)
+
+        The value is pinned until the view is released (the ``with`` block
+        ends, or :meth:`ValueView.release`): a remove, upsert or eviction
+        meanwhile does not touch its bytes. After the release the memoryview
+        raises ``ValueError``; buffers taken from it before (a numpy array, a
+        slice) keep the pin, and their bytes, until they are dropped. A
+        connection holds at most the manager's ``--max-pinned-bytes``
+        (:class:`tierkv.NoSpace` over it). Over TCP raises
+        :class:`tierkv.NotSupported`. Counted as a get."""
+        return self._c.get_view(key, tenant)
 
     def batch_get(self, keys: Sequence[Key], *, tenant: str | None = None) -> list[bytes | None]:
         """Values in key order, ``None`` for misses. A real error (not a miss)
@@ -138,8 +195,9 @@ class Client:
         """Copies each value into its target (a buffer or ``(address, length)``).
         Returns one status per key; ``status.size`` is the value's length. With
         ``exact`` a value whose size is not its target's fails with
-        ``INVALID_ARGUMENT`` and nothing is copied into that target."""
-        return self._c.batch_get_into(list(keys), list(targets), tenant, exact)
+        ``INVALID_ARGUMENT`` and nothing is copied into that target. A target may
+        also be a contiguous CPU torch tensor."""
+        return self._c.batch_get_into(list(keys), [_target(t) for t in targets], tenant, exact)
 
     # -- scatter/gather -----------------------------------------------------
     def batch_put_parts(self, keys: Sequence[Key], parts: Sequence[Sequence[Buffer | tuple]], *,

@@ -31,7 +31,9 @@ Connection::Connection(proto::Address address, ClientOptions options)
 Connection::~Connection() { Close(); }
 
 void Connection::Close() {
-  if (pool_ != nullptr) munmap(pool_, pool_size_);
+  pool_map_.reset();
+  incarnation_.fetch_add(
+      1, std::memory_order_release);  // the pins of the connection that ends end with it
   pool_ = nullptr;
   pool_size_ = 0;
   if (generations_ != nullptr) munmap(const_cast<uint32_t*>(generations_), generations_bytes_);
@@ -40,6 +42,8 @@ void Connection::Close() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   reader_.Clear();
+  held_.clear();
+  held_frames_ = 0;
   broken_ = true;
   for (const Posted& p : posted_) {
     NoteUnknown(p, Code::kUnavailable,
@@ -118,6 +122,25 @@ Status Connection::Post(proto::Opcode op, std::string_view body) {
   return Status::Ok();
 }
 
+Status Connection::PostLater(proto::Opcode op, std::string_view body) {
+  if (broken_) return Status(Code::kUnavailable, "not connected");
+  proto::FrameHeader h;
+  h.opcode = static_cast<uint16_t>(op);
+  h.request_id = next_request_++;
+  proto::AppendFrame(&held_, h, body);
+  posted_.push_back({h.request_id, op, {}});
+  if (++held_frames_ < kMaxHeldFrames) return Status::Ok();
+  return WriteHeld();
+}
+
+Status Connection::WriteHeld() {
+  if (held_.empty()) return Status::Ok();
+  frame_.swap(held_);
+  held_.clear();
+  held_frames_ = 0;
+  return WriteFrames();
+}
+
 Status Connection::PostChecked(proto::Opcode op, std::string_view body, std::string what) {
   if (!deferred_.ok()) return TakeDeferred();
   if (broken_) return Status(Code::kUnavailable, "not connected");
@@ -130,7 +153,8 @@ Status Connection::PostChecked(proto::Opcode op, std::string_view body, std::str
 Status Connection::TakeDeferred() { return std::exchange(deferred_, Status::Ok()); }
 
 Status Connection::Settle() {
-  if (!posted_.empty() && !broken_) (void)ReadPosted();  // a lost connection is deferred
+  if (!broken_) (void)WriteHeld();  // a lost connection is deferred
+  if (!posted_.empty() && !broken_) (void)ReadPosted();
   return TakeDeferred();
 }
 
@@ -166,8 +190,24 @@ Status Connection::SendFrame(proto::Opcode op, std::string_view body, uint64_t* 
   h.request_id = next_request_++;
   *request_id = h.request_id;
   frame_.clear();
-  proto::AppendFrame(&frame_, h, body);
-  Status st = proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms);
+  frame_.swap(held_);  // held-back posts go first, in the same write
+  held_frames_ = 0;
+  if (body.size() < kJoinBelow) {
+    proto::AppendFrame(&frame_, h, body);
+    return WriteFrames();
+  }
+  // A large body (a value inline) is not copied next to its header.
+  h.body_len = static_cast<uint32_t>(body.size());
+  uint8_t header[proto::kHeaderSize];
+  proto::EncodeHeader(h, header);
+  frame_.append(reinterpret_cast<const char*>(header), sizeof(header));
+  return WriteFrames(body);
+}
+
+Status Connection::WriteFrames(std::string_view tail) {
+  Status st = tail.empty()
+                  ? proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms)
+                  : proto::WriteFull2(fd_, frame_, tail, options_.io_timeout_ms);
   if (!st.ok()) {
     send_failed_ = true;
     Close();
@@ -272,6 +312,7 @@ Status Connection::MapShared(int pool_fd, int generations_fd) {
   if (options_.prefault_pool) PrefaultWritable(base, hello_.pool_size);
   pool_ = static_cast<uint8_t*>(base);
   pool_size_ = hello_.pool_size;
+  pool_map_ = std::shared_ptr<void>(base, [size = pool_size_](void* p) { munmap(p, size); });
   if (generations_fd < 0) return Status::Ok();
   // Without a usable table the client reads under leases, as before.
   const uint32_t page = hello_.generation_page_bytes;

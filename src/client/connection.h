@@ -8,8 +8,10 @@
 #ifndef TIERKV_CLIENT_CONNECTION_H_
 #define TIERKV_CLIENT_CONNECTION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,12 @@ class Connection {
   // the next call's reply (replies come in request order). For releases whose
   // outcome the client already knows.
   Status Post(proto::Opcode op, std::string_view body);
+  // As Post, but the frame is held back and written together with the next
+  // request (one write for both), or by Settle; at most kMaxHeldFrames wait.
+  // For releases that need not reach the manager before the client's next
+  // call.
+  Status PostLater(proto::Opcode op, std::string_view body);
+  static constexpr size_t kMaxHeldFrames = 64;
   // Sends one request without waiting whose outcome matters: a failure reply
   // (or losing the connection before it is read) becomes the deferred status,
   // described as the outcome of `what`.
@@ -53,6 +61,12 @@ class Connection {
 
   bool shared_memory() const { return pool_ != nullptr; }
   uint8_t* pool() const { return pool_; }
+  // The pool's mapping, kept while any holder needs it (zero-copy views
+  // outlive a reconnect or the connection: their bytes stay mapped).
+  std::shared_ptr<const void> pool_mapping() const { return pool_map_; }
+  // Changes whenever a connection ends: a pin belongs to the connection of
+  // the incarnation it was granted on, and ends with it.
+  uint64_t incarnation() const { return incarnation_.load(std::memory_order_acquire); }
   uint64_t pool_size() const { return pool_size_; }
   const proto::HelloReply& limits() const { return hello_; }
   // Whether the manager's generation table is mapped (ClientOptions::
@@ -67,6 +81,13 @@ class Connection {
   void Close();
   Status Exchange(proto::Opcode op, std::string_view body, std::string* reply, bool hello);
   Status SendFrame(proto::Opcode op, std::string_view body, uint64_t* request_id);
+  // Writes frame_, then `tail` (closing the connection when that fails);
+  // WriteHeld the held-back frames.
+  Status WriteFrames(std::string_view tail = {});
+  // Bodies from this size on are written from where they are, not copied
+  // behind their header.
+  static constexpr size_t kJoinBelow = 64 << 10;
+  Status WriteHeld();
   // Reads one reply frame into *header / *body (and the descriptors passed
   // with it into `fds`, when not empty), busy-polling for its header up to
   // `spin_us` first. Transport errors close the connection (and `fds`).
@@ -94,10 +115,14 @@ class Connection {
   bool send_failed_ = false;  // the last request could not be written at all
   uint64_t next_request_ = 1;
   std::deque<Posted> posted_;  // requests whose replies are still unread
-  Status deferred_;            // a checked post's failure, not yet returned
+  std::string held_;           // PostLater frames not written yet (their replies are in posted_)
+  size_t held_frames_ = 0;
+  Status deferred_;  // a checked post's failure, not yet returned
   std::string scratch_;
   uint8_t* pool_ = nullptr;
   uint64_t pool_size_ = 0;
+  std::shared_ptr<void> pool_map_;  // owns the pool mapping (munmap when the last holder goes)
+  std::atomic<uint64_t> incarnation_{0};
   const uint32_t* generations_ = nullptr;  // read-only mapping
   uint64_t generations_bytes_ = 0;
   proto::HelloReply hello_;

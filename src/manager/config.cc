@@ -20,7 +20,8 @@ Status SizeOption(const std::string& name, const std::string& text, uint64_t* ou
   return Status::Ok();
 }
 
-Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string& max_frame) {
+Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string& max_frame,
+                const std::string& max_pinned) {
   if (c.dram_size < (1ull << 20)) return InvalidArgument("--dram-size must be at least 1 MiB");
   if (c.store.max_object_bytes == 0 || c.store.max_object_bytes > (2ull << 30) - (2ull << 20)) {
     return InvalidArgument("--max-object-bytes must be between 1 byte and 2 GiB - 2 MiB");
@@ -32,6 +33,11 @@ Status Validate(ManagerConfig& c, const std::string& uds_mode, const std::string
     return InvalidArgument("--max-frame-bytes must be between 4 KiB and 2 GiB");
   }
   c.server.max_frame_bytes = static_cast<uint32_t>(frame);
+  if (Status st = SizeOption("max-pinned-bytes", max_pinned, &c.server.max_pinned_bytes);
+      !st.ok()) {
+    return st;
+  }
+  if (c.server.max_pinned_bytes == 0) c.server.max_pinned_bytes = c.dram_size / 4;
   if (c.store.max_key_bytes == 0 || c.store.max_key_bytes > (1u << 20)) {
     return InvalidArgument("--max-key-bytes must be between 1 and 1048576");
   }
@@ -191,6 +197,7 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   std::string dram_size = "1GiB";
   std::string max_object = "64MiB";
   std::string max_frame = "0";
+  std::string max_pinned = "0";
   std::string uds_mode = "0660";
 
   CLI::App app{"tierkv-server: the tierkv manager (tiered KV-cache store)", "tierkv-server"};
@@ -215,6 +222,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--max-object-bytes", max_object, "largest value accepted");
   app.add_option("--max-frame-bytes", max_frame,
                  "largest request frame accepted (0 = max-object-bytes + 1 MiB)");
+  app.add_option("--max-pinned-bytes", max_pinned,
+                 "most bytes one client connection may hold pinned as zero-copy views "
+                 "(0 = a quarter of --dram-size)");
   app.add_option("--max-group-bytes", c.store.max_group_bytes, "longest group_id accepted");
   app.add_option("--max-batch", c.server.max_batch, "most items in one batch call");
   app.add_option("--max-metric-ranks", c.server.max_metric_ranks,
@@ -392,7 +402,7 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   if (Status st = SizeOption("max-object-bytes", max_object, &c.store.max_object_bytes); !st.ok()) {
     return st;
   }
-  if (Status st = Validate(c, uds_mode, max_frame); !st.ok()) return st;
+  if (Status st = Validate(c, uds_mode, max_frame, max_pinned); !st.ok()) return st;
   if (Status st = SizeOption("ssd-size", ssd_size, &c.ssd.size); !st.ok()) return st;
   if (!c.ssd.dir.empty() && c.ssd.size < (8u << 20)) {
     return InvalidArgument("--ssd-size must be at least 8MiB");

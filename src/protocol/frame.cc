@@ -34,6 +34,10 @@ std::string_view OpcodeName(uint16_t opcode) {
       return "list_keys";
     case Opcode::kLocate:
       return "locate";
+    case Opcode::kPin:
+      return "pin";
+    case Opcode::kUnpin:
+      return "unpin";
     case Opcode::kBatchAlloc:
       return "batch_alloc";
     case Opcode::kBatchCommit:

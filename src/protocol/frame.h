@@ -42,6 +42,8 @@ enum class Opcode : uint16_t {
   kRemoveAll = 12,
   kListKeys = 13,
   kLocate = 14,  // a get's place without a lease (the generation table validates the copy)
+  kPin = 15,     // a get's place, held until UNPIN or the connection ends (zero-copy views)
+  kUnpin = 16,
   kBatchAlloc = 20,
   kBatchCommit = 21,
   kBatchLease = 22,

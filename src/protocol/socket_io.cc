@@ -270,6 +270,35 @@ Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms) {
   return Status::Ok();
 }
 
+Status WriteFull2(int fd, std::string_view head, std::string_view tail, int timeout_ms) {
+  size_t done = 0;  // of head + tail
+  const size_t n = head.size() + tail.size();
+  while (done < n) {
+    iovec iov[2];
+    int count = 0;
+    if (done < head.size()) {
+      iov[count++] = {const_cast<char*>(head.data() + done), head.size() - done};
+    }
+    const size_t tail_done = done > head.size() ? done - head.size() : 0;
+    if (tail_done < tail.size()) {
+      iov[count++] = {const_cast<char*>(tail.data() + tail_done), tail.size() - tail_done};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const int flags = MSG_NOSIGNAL | (timeout_ms >= 0 ? MSG_DONTWAIT : 0);
+    const ssize_t w = sendmsg(fd, &msg, flags);
+    if (w >= 0) {
+      done += static_cast<size_t>(w);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (Status st = WaitReady(fd, POLLOUT, timeout_ms, "write"); !st.ok()) return st;
+    } else if (errno != EINTR) {
+      return Errno("write");
+    }
+  }
+  return Status::Ok();
+}
+
 Status WriteWithFds(int fd, const void* buf, size_t n, std::span<const int> fds) {
   if (fds.empty() || fds.size() > kMaxPassedFds) {
     return Status(Code::kInvalidArgument, "1 to 2 descriptors per message");

@@ -176,6 +176,9 @@ bool SpinReadable(int fd, int spin_us);
 
 // Writes all `n` bytes (MSG_NOSIGNAL); same timeout rule as ReadFull.
 Status WriteFull(int fd, const void* buf, size_t n, int timeout_ms);
+// Writes `head` then `tail` as one stream, with one sendmsg where the socket
+// takes it all (no copy joins them). As WriteFull otherwise.
+Status WriteFull2(int fd, std::string_view head, std::string_view tail, int timeout_ms);
 
 // The most descriptors one message carries (the pool and its generation table).
 inline constexpr size_t kMaxPassedFds = 2;

@@ -248,7 +248,8 @@ bool Server::ShedOneLocked(std::unique_ptr<Conn>* victim) {
   }
   if (pick == nullptr) {
     for (const auto& [id, c] : conns_) {
-      if (!c->working && (pick == nullptr || c->parked_ns < pick->parked_ns)) pick = c.get();
+      if (c->working || c->session->holds_pins()) continue;  // a pin holder's views stay valid
+      if (pick == nullptr || c->parked_ns < pick->parked_ns) pick = c.get();
     }
   }
   if (pick == nullptr) return false;

@@ -62,7 +62,8 @@ struct ServerOptions {
   int spin_us = 400;  // most a busy client's connection is polled before sleeping
   int idle_park_ms =
       200;  // most a worker waits for the next request (2 x the client's gap), then parks
-  uint32_t max_metric_ranks = 1024;  // client ranks whose reported metrics are kept at once
+  uint32_t max_metric_ranks = 1024;          // client ranks whose reported metrics are kept at once
+  uint64_t max_pinned_bytes = 256ull << 20;  // held by one connection's PINs (0: PIN refused)
 };
 
 // How a session came by a client's next request: it was busy-polling for it

@@ -36,6 +36,7 @@ Session::Session(Server* server, Store* store, int fd, bool unix_socket, uint64_
 Session::~Session() {
   for (uint64_t id : allocs_) (void)store_->Abort(caller_, id);
   for (uint64_t id : leases_) (void)store_->Release(caller_, id);
+  if (pins_.load(std::memory_order_relaxed) != 0) store_->ReleasePins(caller_.session);
   store_->EndSession(caller_.session);
   server_->client_metrics().EndSession(caller_.session);
 }
@@ -237,6 +238,9 @@ Tracepoint* TracepointFor(uint16_t opcode) {
   };
   // A locate is a get without a lease.
   if (opcode == static_cast<uint16_t>(Opcode::kLocate)) return kPoints[6];
+  // A pin is a get whose lease lasts; an unpin its release.
+  if (opcode == static_cast<uint16_t>(Opcode::kPin)) return kPoints[6];
+  if (opcode == static_cast<uint16_t>(Opcode::kUnpin)) return kPoints[7];
   if (opcode == static_cast<uint16_t>(Opcode::kBatchLocate)) return kBatch[2];
   if (opcode >= 1 && opcode < std::size(kPoints)) return kPoints[opcode];
   if (opcode >= 20 && opcode < 20 + std::size(kBatch)) return kBatch[opcode - 20];
@@ -263,6 +267,7 @@ Status Session::DispatchOp(const proto::FrameHeader& h, std::string_view body) {
     case Opcode::kCommit:
     case Opcode::kAbort:
     case Opcode::kRelease:
+    case Opcode::kUnpin:
       return IdCall(static_cast<Opcode>(h.opcode), body);
     case Opcode::kPut:
       return Put(body);
@@ -270,6 +275,8 @@ Status Session::DispatchOp(const proto::FrameHeader& h, std::string_view body) {
       return Lease(body, ReadHold::kLease);
     case Opcode::kLocate:
       return Lease(body, ReadHold::kLocate);
+    case Opcode::kPin:
+      return Pin(body);
     case Opcode::kGet:
       return Get(body);
     case Opcode::kExist:
@@ -367,6 +374,11 @@ Status Session::IdCall(Opcode op, std::string_view body) {
     case Opcode::kAbort:
       allocs_.erase(id);
       return store_->Abort(caller_, id);
+    case Opcode::kUnpin: {
+      Status st = store_->Unpin(caller_.session, id);
+      if (st.ok()) pins_.fetch_sub(1, std::memory_order_relaxed);
+      return st;
+    }
     default:
       leases_.erase(id);
       return store_->Release(caller_, id);
@@ -397,6 +409,28 @@ Status Session::Lease(std::string_view body, ReadHold hold) {
   Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key, hold);
   if (!g.ok()) return g.status();
   EncodeGrant(*g, hold);
+  return Status::Ok();
+}
+
+Status Session::Pin(std::string_view body) {
+  if (Status st = RequireShm("pin"); !st.ok()) return st;
+  const uint64_t budget = server_->options().max_pinned_bytes;
+  if (budget == 0) return Status(Code::kNotSupported, "this manager takes no pins");
+  Reader r(body);
+  proto::KeyRequest req;
+  if (Status st = req.Decode(r); !st.ok()) return st;
+  // The lease makes this a get (hits, fetched from its owner in cluster mode)
+  // and keeps the value in DRAM until the pin holds it.
+  Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key, ReadHold::kLease);
+  if (!g.ok()) return g.status();
+  Result<PinGrant> p = store_->Pin(caller_.session, {req.tenant, req.key}, 0, budget,
+                                   /*may_rewarm=*/false);
+  (void)store_->Release(caller_, g->lease_id);
+  if (!p.ok()) return p.status();
+  pins_.fetch_add(1, std::memory_order_relaxed);
+  Writer w(&reply_);
+  proto::EncodeLeaseReply(
+      w, {p->pin_id, static_cast<uint64_t>(p->data - store_->pool_base()), p->size, 0, 0});
   return Status::Ok();
 }
 

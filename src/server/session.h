@@ -19,6 +19,7 @@
 #ifndef TIERKV_SERVER_SESSION_H_
 #define TIERKV_SERVER_SESSION_H_
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <optional>
@@ -47,6 +48,9 @@ class Session {
   // Serve until the connection ends.
   void Run();
   bool hello_done() const { return hello_done_; }
+  // Whether the client holds pinned values (views into the pool): such a
+  // connection is never closed to make room for another.
+  bool holds_pins() const { return pins_.load(std::memory_order_relaxed) != 0; }
 
  private:
   // Handlers: decode `body`, execute, fill reply_ (body only); return the
@@ -59,6 +63,8 @@ class Session {
   Status Put(std::string_view body);
   // LEASE, or with ReadHold::kLocate LOCATE (no lease for a DRAM hit).
   Status Lease(std::string_view body, ReadHold hold);
+  // PIN: a lease made open-ended, charged to this connection's pin budget.
+  Status Pin(std::string_view body);
   // Appends a LEASE (or LOCATE) reply for `g` to reply_; remembers a lease.
   void EncodeGrant(const LeaseGrant& g, ReadHold hold);
   Status Get(std::string_view body);
@@ -123,6 +129,7 @@ class Session {
   uint16_t last_opcode_ = 0;      // the kind of the request answered last
   std::unordered_set<uint64_t> allocs_;
   std::unordered_set<uint64_t> leases_;
+  std::atomic<uint64_t> pins_{0};  // PINs held (the store releases them all at the end)
 };
 
 }  // namespace tierkv

@@ -259,6 +259,9 @@ class Store {
   // The pool's generation table (DramPool), for reads without a lease.
   int generations_fd() const { return dram_->generations_fd(); }
   uint64_t pool_capacity() const { return dram_->capacity(); }
+  // The pool's first byte in this process: grants' `data` minus this is their
+  // offset in the shared pool.
+  const uint8_t* pool_base() const { return dram_->base(); }
   uint64_t pool_huge_page_bytes() const { return dram_->huge_page_bytes(); }
   AllocatorStats DramStats() const { return dram_->Stats(); }
   // The pool itself: for the store's own tests only (everyone else goes
