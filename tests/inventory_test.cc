@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cluster_util.h"
+#include "fault_proxy.h"
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
@@ -575,6 +576,43 @@ TEST(Inventory, AStalledStreamHoldsNoMoreEncodedChangesThanTheJournal) {
     return now["streams"]["owner_streams_open"] == 1 && now["streams"]["delta_buffer_bytes"] == 0;
   })) << Coverage(*a.proc).dump();
   EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_inventory_delta_buffer_bytes"), 0);
+}
+
+TEST(Inventory, AStreamThatGoesSilentTurnsTheOwnersViewPartialAndLookupsUnknown) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  // Its peers reach a only through the proxy, which can drop everything
+  // without closing anything (a's process alive, its etcd lease renewed).
+  const std::string a_addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  testing::FaultProxy proxy(a_addr);
+  std::string why;
+  std::unique_ptr<ManagerProcess> a = ManagerProcess::TryStart(
+      NodeArgs(etcd.endpoints(), cluster, "a", a_addr, {"--peer-advertise-addr", proxy.addr()}),
+      &why);
+  ASSERT_TRUE(a) << why;
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {"--inventory-stall-ms", "2000"});
+  auto ca = Client::Connect(a->uds());
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  ASSERT_TRUE((*ca)->Put("before", "v").ok());
+  ASSERT_TRUE(WaitFor([&] { return (*cb)->Exist("before").ok(); }));
+
+  proxy.SetMode(testing::FaultProxy::Mode::kBlackhole);
+  ASSERT_TRUE((*ca)->Put("during", "v").ok());
+  // Within --inventory-stall-ms and a quarter of it the view is partial: the
+  // key b never heard of is unknown, not absent.
+  ASSERT_TRUE(WaitFor([&] { return (*cb)->Exist("during").code() == Code::kUnavailable; }))
+      << (*cb)->Exist("during").ToString();
+  for (int i = 0; i < 50; ++i) {
+    const Status st = (*cb)->Exist("during");
+    ASSERT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  }
+  EXPECT_EQ(Coverage(*b.proc)["coverage"], "incomplete") << Coverage(*b.proc).dump();
+  EXPECT_GE(testing::ScrapeMetric(*b.proc, "tierkv_inventory_requester_stalls_total"), 1);
+
+  proxy.SetMode(testing::FaultProxy::Mode::kPass);
+  EXPECT_TRUE(WaitFor([&] { return (*cb)->Exist("during").ok(); }))
+      << (*cb)->Exist("during").ToString();
 }
 
 void PutInNamespace(const ManagerProcess& m, const std::string& ns, const std::string& prefix,

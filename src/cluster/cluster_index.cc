@@ -26,6 +26,7 @@ CoverageView ClusterIndexAdapter::Coverage() const {
   v.rejected_views = is.rejected_views;
   v.streams_out = is.streams_out;
   v.stream_failures = is.stream_failures;
+  v.stalls = is.stalls;
   v.frames_in = is.frames_in;
   v.frames_out = is.frames_out;
   v.bytes_in = is.bytes_in;

@@ -87,7 +87,7 @@ struct CoverageView {
   bool complete_coverage = false;  // every expected owner's view is complete
   uint64_t entries = 0, index_bytes = 0, index_budget = 0;
   uint64_t installs = 0, resets = 0, refused_budget = 0, rejected_views = 0;
-  uint64_t streams_out = 0, stream_failures = 0;
+  uint64_t streams_out = 0, stream_failures = 0, stalls = 0;
   uint64_t frames_in = 0, frames_out = 0, bytes_in = 0, bytes_out = 0;
   uint64_t snapshots_out = 0, resets_out = 0, replaced_out = 0, refused_out = 0;
   uint64_t delta_buffer_bytes = 0;  // owner side: changes encoded for the streams, held now

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -17,6 +19,12 @@
 
 namespace tierkv {
 namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // The shortest time between two delta batches of one stream (Serve).
 constexpr auto kBatchGap = std::chrono::microseconds(5000);
@@ -275,6 +283,16 @@ class Inventory::Follower {
   }
   const MemberView& owner() const { return owner_; }
 
+  // Cancels the open stream when it brought nothing since `now - stall`
+  // (steady clock, ns); true when it did.
+  bool CancelIfStalled(int64_t now, int64_t stall) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ctx_ == nullptr || stalled_ || now - last_frame_ns_.load() < stall) return false;
+    stalled_ = true;
+    ctx_->TryCancel();
+    return true;
+  }
+
  private:
   void Run() {
     auto channel = PeerChannel(owner_.endpoint, inv_->options_.credentials.get());
@@ -309,6 +327,7 @@ class Inventory::Follower {
       if (stop_) return false;
       ctx_ = &ctx;
     }
+    last_frame_ns_.store(SteadyNanos());  // the wait for the first frame counts too
     peer::InventoryRequest req;
     req.set_requester_node(inv_->options_.node_id);
     req.set_requester_uuid(inv_->options_.runtime_uuid);
@@ -325,6 +344,7 @@ class Inventory::Follower {
     (void)reader->Finish();
     std::lock_guard<std::mutex> lock(mu_);
     ctx_ = nullptr;
+    stalled_ = false;
     return result;
   }
 
@@ -338,6 +358,7 @@ class Inventory::Follower {
     FrameReader frames(reader);
     auto read = [&] {
       if (!frames.Next()) return false;
+      last_frame_ns_.store(SteadyNanos());
       inv_->frames_in_.fetch_add(1, std::memory_order_relaxed);
       inv_->bytes_in_.fetch_add(frames.frame().ByteSizeLong(), std::memory_order_relaxed);
       return true;
@@ -422,6 +443,8 @@ class Inventory::Follower {
   std::condition_variable cv_;
   bool stop_ = false;
   grpc::ClientContext* ctx_ = nullptr;
+  bool stalled_ = false;                   // ctx_ was cancelled for a stall (mu_)
+  std::atomic<int64_t> last_frame_ns_{0};  // when the stream last brought a frame
   std::thread thread_;
 };
 
@@ -453,9 +476,22 @@ void Inventory::SetMembers(const std::vector<MemberView>& members) {
 // membership watch) never waits for a follower to wind down.
 void Inventory::Reconcile() {
   std::unique_lock<std::mutex> lock(mu_);
+  // Wakes at least every quarter of stall_ms to look for silent streams.
+  const auto watch = std::chrono::milliseconds(std::max<int64_t>(1, options_.stall_ms / 4));
   while (!stopping()) {
-    cv_.wait(lock, [this] { return changed_ || stopping(); });
+    cv_.wait_for(lock, watch, [this] { return changed_ || stopping(); });
     if (stopping()) break;
+    const int64_t now = SteadyNanos();
+    for (auto& [node, follower] : followers_) {
+      if (follower->CancelIfStalled(now, options_.stall_ms * 1'000'000)) {
+        stalls_.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn(
+            "inventory of {}: no frame for {} ms (not even a heartbeat); the stream is "
+            "dropped and the view is partial until a new one completes",
+            node, options_.stall_ms);
+      }
+    }
+    if (!changed_) continue;
     changed_ = false;
     const std::vector<MemberView> members = wanted_;
     std::vector<std::unique_ptr<Follower>> retired;
@@ -510,6 +546,7 @@ InventoryStats Inventory::Stats() const {
   s.refused_out = get(refused_out_);
   s.rejected_views = get(rejected_views_);
   s.stream_failures = get(stream_failures_);
+  s.stalls = get(stalls_);
   s.delta_buffer_bytes = encoder_->held_bytes();
   return s;
 }

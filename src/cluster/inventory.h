@@ -15,8 +15,11 @@
 // record counts and the digest, then installs it whole into the GlobalIndex and
 // applies the deltas. Any fault (a bad page, a gap, a broken stream, a wrong
 // owner) drops the stream, leaves that owner's entries as partial hints and
-// retries; other owners are untouched. Members that leave are forgotten at once
-// (Membership's listener).
+// retries; other owners are untouched. A stream that goes silent (no frame,
+// not even the owner's heartbeat, for stall_ms: a partition that drops packets
+// without closing anything) is dropped the same way, by the reconciler
+// thread's watch. Members that leave are forgotten at once (Membership's
+// listener).
 //
 // Thread-safety: Start/Stop from one thread; the rest from any.
 #ifndef TIERKV_CLUSTER_INVENTORY_H_
@@ -47,6 +50,9 @@ struct InventoryOptions {
   std::function<uint64_t()> epoch;  // this registration's epoch (known once registered)
   size_t page_records = 1024;       // records per snapshot page
   int64_t heartbeat_ms = 1000;      // an idle stream sends an empty batch this often
+  // Requester: a stream that brings no frame (not even a heartbeat) for this
+  // long is dropped as stalled, and the owner's view turns partial.
+  int64_t stall_ms = 3000;
   std::function<bool()> admitting;  // owner side serves only while this says yes
   int64_t coalesce_ms = 0;          // owner: wait this long for more changes before a batch
   std::string scope_kind = "all";   // requester: all | exact | empty
@@ -67,7 +73,8 @@ struct InventoryStats {
   uint64_t replaced_out = 0;        // streams cancelled by a newer one of the same requester
   uint64_t refused_out = 0;         // streams refused: no requester named, or too many requesters
   uint64_t rejected_views = 0;      // snapshots that failed validation
-  uint64_t stream_failures = 0;     // requester streams that broke
+  uint64_t stream_failures = 0;     // requester streams that broke (stalls included)
+  uint64_t stalls = 0;              // requester streams dropped for bringing nothing
   uint64_t delta_buffer_bytes = 0;  // changes encoded for the owner streams, held now
 };
 
@@ -120,7 +127,7 @@ class Inventory {
   std::thread reconciler_;
   std::atomic<uint64_t> streams_out_{0}, frames_out_{0}, bytes_out_{0}, frames_in_{0}, bytes_in_{0},
       snapshots_out_{0}, resets_out_{0}, replaced_out_{0}, refused_out_{0}, rejected_views_{0},
-      stream_failures_{0};
+      stream_failures_{0}, stalls_{0};
 };
 
 }  // namespace tierkv

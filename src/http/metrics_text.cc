@@ -213,6 +213,9 @@ constexpr Family kInvRefused{"tierkv_inventory_owner_streams_refused_total", "co
                              "Streams refused: no requester node, or too many requester nodes"};
 constexpr Family kInvFailures{"tierkv_inventory_requester_failures_total", "counter",
                               "Streams to other owners that broke"};
+constexpr Family kInvStalls{"tierkv_inventory_requester_stalls_total", "counter",
+                            "Streams to other owners dropped for bringing no frame, not even a "
+                            "heartbeat, for --inventory-stall-ms"};
 constexpr Family kTrFetched{"tierkv_remote_fetched_objects_total", "counter",
                             "Objects read from other managers and stored here"};
 constexpr Family kTrFetchedBytes{"tierkv_remote_fetched_bytes_total", "counter",
@@ -617,6 +620,7 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kInvReplaced, v.replaced_out);
     w.One(kInvRefused, v.refused_out);
     w.One(kInvFailures, v.stream_failures);
+    w.One(kInvStalls, v.stalls);
     RenderTransfer(w, s.transfer);
     RenderDrain(w, s.drain);
   }

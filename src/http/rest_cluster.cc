@@ -82,6 +82,7 @@ void RestServer::ClusterRoutes() {
                     {"owner_streams_replaced", v.replaced_out},
                     {"owner_streams_refused", v.refused_out},
                     {"requester_failures", v.stream_failures},
+                    {"requester_stalls", v.stalls},
                     {"frames_in", v.frames_in},
                     {"frames_out", v.frames_out},
                     {"bytes_in", v.bytes_in},

@@ -371,6 +371,10 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
       ->check(CLI::IsMember({"data", "grpc"}));
   app.add_option("--inventory-stream-coalesce-ms", cl.coalesce_ms,
                  "cluster mode: quiet window (0-5 ms) in which an owner batches deltas");
+  app.add_option("--inventory-stall-ms", cl.stall_ms,
+                 "cluster mode: an inventory stream that brings no frame (not even the owner's "
+                 "heartbeat, sent every second) for this long is dropped and that owner's view "
+                 "turns partial");
   app.add_option("--metadata-namespace", cl.scope_namespaces,
                  "cluster mode: subscribe to exactly these namespaces (repeatable)");
   bool empty_scope = false;
@@ -449,6 +453,11 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   if (cl.enabled()) c.store.journal_bytes = cl.inventory_journal_bytes;
   if (cl.coalesce_ms < 0 || cl.coalesce_ms > 5) {
     return InvalidArgument("--inventory-stream-coalesce-ms must be between 0 and 5");
+  }
+  if (cl.stall_ms < 2000 || cl.stall_ms > 600000) {
+    return InvalidArgument(
+        "--inventory-stall-ms must be between 2000 and 600000 (owners send a heartbeat every "
+        "second)");
   }
   if (Status st = ValidateScope(empty_scope, cl); !st.ok()) return st;
   if (!transfer_budget.empty()) {

@@ -36,6 +36,7 @@ struct ClusterConfig {
   uint64_t inventory_journal_bytes = 16ull << 20;  // the store's change journal
   uint64_t index_budget = 256ull << 20;            // global index: active + staging views
   int64_t coalesce_ms = 0;                         // owner: quiet window that batches deltas
+  int64_t stall_ms = 3000;                         // requester: a silent stream is dropped
   uint64_t transfer_budget = 0;                    // source grants' bytes (0: half --dram-size)
   int64_t grant_timeout_ms = 30000;                // an unreleased grant ends after this
   uint32_t data_connections = 4;                   // data channel connections per peer

@@ -26,6 +26,10 @@ TEST(Config, EmbeddedDefaults) {
   EXPECT_EQ(c->store.lease_ms, 2000);
   EXPECT_EQ(c->store.max_key_bytes, 1024u);
   EXPECT_EQ(c->server.max_frame_bytes, c->store.max_object_bytes + (1u << 20));
+  EXPECT_EQ(c->server.max_pinned_bytes, c->dram_size / 4);  // 0: a quarter of the pool
+  auto pinned = Parse({"--max-pinned-bytes", "64MiB"});
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(pinned->server.max_pinned_bytes, 64ull << 20);
 }
 
 TEST(Config, HugePagesCanBeTurnedOff) {
@@ -56,6 +60,7 @@ TEST(Config, InvalidValuesNameTheOption) {
       {{"--log-level", "loud"}, "--log-level"},
       {{"--uds-path", "", "--listen", ""}, "--listen"},
       {{"--max-frame-bytes", "1"}, "--max-frame-bytes"},
+      {{"--max-pinned-bytes", "lots"}, "--max-pinned-bytes"},
       {{"--lease-ms", "0"}, "--lease-ms"},
       {{"--no-such-flag"}, "--no-such-flag"},
       {{"--rank", "minus"}, "--rank"},
@@ -182,6 +187,7 @@ TEST(Config, ClusterModeFlags) {
   EXPECT_EQ(c->cluster.cluster_name, "inference");
   EXPECT_EQ(c->cluster.advertise_addr, "10.0.0.1:50055");  // defaults to --addr
   EXPECT_EQ(c->cluster.ttl_secs, 12);
+  EXPECT_EQ(c->cluster.stall_ms, 3000);
   EXPECT_FALSE(c->cluster.rank_given);
   auto ranked = Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--rank", "3",
                        "--peer-advertise-addr", "proxy:9"});
@@ -258,6 +264,8 @@ TEST(Config, InvalidClusterFlagsNameTheOption) {
        "--inventory-stream-coalesce-ms"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--inventory-journal-bytes", "1k"},
        "--inventory-journal-bytes"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--inventory-stall-ms", "1000"},
+       "--inventory-stall-ms"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-budget", "0"},
        "--transfer-budget"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--transfer-budget", "lots"},

@@ -171,6 +171,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     io.epoch = [mem] { return mem->epoch(); };
     io.admitting = [mem] { return mem->admitting(); };
     io.coalesce_ms = cfg.cluster.coalesce_ms;
+    io.stall_ms = cfg.cluster.stall_ms;
     io.scope_kind = cfg.cluster.scope_kind;
     io.scope_namespaces = cfg.cluster.scope_namespaces;
     if (Status st = m->WireRemoteReads(); !st.ok()) return st;
