@@ -47,6 +47,12 @@ std::unique_ptr<Client> Connect(const ManagerProcess& m) {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+std::string RestGet(const ManagerProcess& m, const std::string& path) {
+  httplib::Client http(m.rest());
+  auto res = http.Get(path);
+  return res ? res->body : "";
+}
+
 std::string RestPost(const ManagerProcess& m, const std::string& path, const std::string& body) {
   httplib::Client http(m.rest());
   auto res = http.Post(path, body, "application/json");
@@ -242,6 +248,21 @@ TEST(Ssd, CorruptBlobIsAnErrorNeverData) {
   EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_corrupt_blobs_total"), 1);
   EXPECT_EQ(testing::ScrapeMetric(m, "memcache_rewarm_failed_total"), 1);
   EXPECT_TRUE(*c->Get("bystander") == ValueOf("bystander", 65536));
+  // Bad bytes are not a failing device: writes go on, so fresh values beyond
+  // DRAM (20 MiB through 16 MiB) are demoted at once, not dropped. (Before,
+  // the bad checksum paused SSD writes for a second and these were dropped.)
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_writes_paused"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_write_pauses_total"), 0);
+  const int64_t demoted = testing::ScrapeMetric(m, "tierkv_ssd_demoted_total");
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(c->Put(Key(i), ValueOf(Key(i), 512 << 10)).ok()) << i;
+  EXPECT_GE(testing::ScrapeMetric(m, "tierkv_ssd_demoted_total") - demoted, 8);
+  for (int i = 0; i < 8; ++i) {  // the oldest: on SSD now
+    EXPECT_EQ(Media(*c, Key(i)), MediumBit(Medium::kSsd)) << i;
+    auto v = c->Get(Key(i));
+    EXPECT_TRUE(v.ok() && *v == ValueOf(Key(i), 512 << 10)) << i << " " << v.status().ToString();
+  }
+  EXPECT_EQ(RestGet(m, "/health").find("tiers"), std::string::npos)  // all is well
+      << RestGet(m, "/health");
 }
 
 TEST(Ssd, PrefetchRewarmsAndReportsHowManyChunks) {
@@ -279,6 +300,13 @@ TEST(Ssd, UnusableDirectoryLeavesTheManagerServingFromDram) {
   EXPECT_TRUE(*c->Get(Key(23)) == ValueOf(Key(23), kMiB));
   EXPECT_EQ(testing::ScrapeMetric(m, "memcache_total_capacity_bytes{medium=\"ssd\"}"),
             -1);  // omitted
+  // Visible beyond the start-up log: a metric and /health.
+  EXPECT_EQ(testing::ScrapeMetric(m, "tierkv_ssd_unavailable"), 1);
+  const std::string health = RestGet(m, "/health");
+  EXPECT_NE(health.find(R"("tiers":{"dram":"ok","ssd":"unavailable","ssd_error":")"),
+            std::string::npos)
+      << health;
+  EXPECT_NE(health.find("cannot create --ssd-dir"), std::string::npos) << health;
 }
 
 TEST(Ssd, SecondManagerOnTheSameDirectoryDoesNotShareIt) {

@@ -123,6 +123,13 @@ constexpr Family kSsdRecoveryCorrupt{"tierkv_ssd_recovery_corrupt_blobs", "gauge
                                      "Blob headers the start-up scan found invalid and dropped"};
 constexpr Family kSsdPrefetch{"tierkv_ssd_prefetch_scheduled_total", "counter",
                               "Rewarms scheduled by prefetch requests"};
+constexpr Family kSsdPaused{"tierkv_ssd_writes_paused", "gauge",
+                            "1 while SSD writes are paused after an I/O error (demotion drops)"};
+constexpr Family kSsdPauses{"tierkv_ssd_write_pauses_total", "counter",
+                            "Pauses of SSD writes started by I/O errors"};
+constexpr Family kSsdUnavailable{"tierkv_ssd_unavailable", "gauge",
+                                 "1 when an SSD tier is configured but could not start (the "
+                                 "manager serves from DRAM alone; /health gives the reason)"};
 // Beyond the contract: client connections and client-reported metrics.
 constexpr Family kSrvConns{"tierkv_server_connections", "gauge",
                            "Client connections open now, working or idle"};
@@ -556,7 +563,10 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kSsdRecovered, t.recovered.blobs);
     w.One(kSsdRecoveryCorrupt, t.recovered.corrupt);
     w.One(kSsdPrefetch, t.prefetch_scheduled);
+    w.One(kSsdPaused, t.writes_paused ? 1 : 0);
+    w.One(kSsdPauses, t.write_pauses);
   }
+  if (s.ssd_configured) w.One(kSsdUnavailable, s.store.tier.enabled ? 0 : 1);
   const ServerStats& sv = s.server;
   w.One(kSrvConns, sv.connections_current);
   w.One(kSrvWorking, sv.connections_working);

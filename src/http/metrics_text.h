@@ -48,6 +48,8 @@ struct MetricsSnapshot {
   const OpStats* ops = nullptr;
   std::vector<uint32_t> ranks;  // client ranks seen (per-rank series)
   StoreStats store;
+  bool ssd_configured = false;  // --ssd-dir given (store.tier.enabled: it started)
+  std::string ssd_error;        // why a configured SSD tier did not start
   TierCounters tiers;
   bool events_enabled = false;
   events::PublisherStats events;

@@ -453,7 +453,7 @@ void RestServer::StatusRoutes() {
     SendText(res, "metadata deleted");
   });
 
-  http_->Get("/health", [ha](const httplib::Request&, httplib::Response& res) {
+  http_->Get("/health", [this, ha](const httplib::Request&, httplib::Response& res) {
     const HaState s = ha->Get();
     Json j;
     j["status"] = "ok";
@@ -462,6 +462,11 @@ void RestServer::StatusRoutes() {
     j["service_ready"] = s.service_ready;
     j["leader_address"] = s.leader_address;
     j["view_version"] = s.view_version;
+    // Beyond the contract, and only while a tier is degraded: the contract's
+    // body stays exactly its own when all is well.
+    if (Json t = TierHealth(); t["ssd"] == "paused" || t["ssd"] == "unavailable") {
+      j["tiers"] = std::move(t);
+    }
     SendJson(res, j);
   });
   http_->Get("/role", [ha](const httplib::Request&, httplib::Response& res) {

@@ -214,6 +214,20 @@ std::vector<SegmentInfo> RestServer::Segments() const {
   return out;
 }
 
+nlohmann::ordered_json RestServer::TierHealth() const {
+  nlohmann::ordered_json t = nlohmann::ordered_json::object();
+  t["dram"] = "ok";
+  if (!options_.ssd_configured) {
+    t["ssd"] = "off";
+  } else if (!deps_.store->has_ssd()) {
+    t["ssd"] = "unavailable";
+    t["ssd_error"] = options_.ssd_error;
+  } else {
+    t["ssd"] = deps_.store->Stats().tier.writes_paused ? "paused" : "ok";
+  }
+  return t;
+}
+
 MetricsSnapshot RestServer::Snapshot() const {
   MetricsSnapshot s;
   s.rank = options_.rank;
@@ -228,6 +242,8 @@ MetricsSnapshot RestServer::Snapshot() const {
     if (s.ops->RankSeen(r)) s.ranks.push_back(r);
   }
   s.store = deps_.store->Stats();
+  s.ssd_configured = options_.ssd_configured;
+  s.ssd_error = options_.ssd_error;
   const TierStats& t = s.store.tier;
   s.tiers = TierCounters{t.flush_blobs,  t.flush_bytes,          t.rewarm,      t.rewarm_failed,
                          t.rewarm_bytes, t.rewarm_bytes_current, t.get_hits_ssd};

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -54,6 +55,8 @@ struct RestOptions {
   bool per_rank = false;                      // per-rank series and summary fields
   uint32_t rank = 0;                          // this manager's rank
   uint64_t events_queue_capacity = 0;         // reported when events are off
+  bool ssd_configured = false;                // --ssd-dir given
+  std::string ssd_error;                      // why that SSD tier did not start ("" if it did)
 };
 
 // What the API reads and drives. Pointers are not owned; all but `publisher`
@@ -97,6 +100,9 @@ class RestServer {
   void Enqueue(std::function<void()> job);
   void WorkerLoop();
   std::vector<SegmentInfo> Segments() const;
+  // /health's "tiers": each tier's state ("ok", "off", "paused",
+  // "unavailable") and, for an SSD tier that did not start, why.
+  nlohmann::ordered_json TierHealth() const;
 
   const RestOptions options_;
   const RestDeps deps_;

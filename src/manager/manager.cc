@@ -200,9 +200,12 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     if (!meta.ok()) return meta.status();
     m->metadata_ = std::move(*meta);
   }
+  RestOptions rest = cfg.rest;
+  rest.ssd_configured = !cfg.ssd.dir.empty();
+  rest.ssd_error = m->ssd_error_;
   m->rest_ = std::make_unique<RestServer>(
-      cfg.rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha,
-                         m->metadata_.get(), index_view, m->transfer_view_.get(), m->drain_.get()});
+      rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha, m->metadata_.get(),
+                     index_view, m->transfer_view_.get(), m->drain_.get()});
   return m;
 }
 

@@ -435,7 +435,7 @@ class Store {
     std::atomic<uint64_t> rewarm{0}, rewarm_failed{0}, rewarm_bytes{0}, rewarm_bytes_current{0};
     std::atomic<uint64_t> get_hits_ssd{0}, ssd_evicted_objects{0}, ssd_evicted_bytes{0};
     std::atomic<uint64_t> io_errors{0}, corrupt_blobs{0}, prefetch_scheduled{0};
-    std::atomic<uint64_t> write_through_dropped{0}, rewarm_waiting{0};
+    std::atomic<uint64_t> write_through_dropped{0}, rewarm_waiting{0}, write_pauses{0};
   } tier_;
   std::mutex tier_mu_;
   std::condition_variable tier_cv_;

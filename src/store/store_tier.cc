@@ -111,6 +111,7 @@ void Store::NoteSsdError(const Status& st, const char* what) {
   const int64_t resume = now + options_.ssd_error_backoff_ms * 1'000'000;
   const int64_t before = ssd_writes_resume_at_.exchange(resume);
   if (before <= now) {
+    tier_.write_pauses.fetch_add(1, std::memory_order_relaxed);
     spdlog::error("SSD tier: {} failed ({}); no new SSD writes for {} ms", what, st.ToString(),
                   options_.ssd_error_backoff_ms);
   }
@@ -329,9 +330,12 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
     if (space.ok()) FreeExtent(*space, size);
     tier_.rewarm_failed.fetch_add(1, std::memory_order_relaxed);
     if (st.code() == Code::kNoSpace) return st;
-    NoteSsdError(st, "read");
-    if (st.code() != Code::kProtocolError) return st;
-    // A bad checksum: the replica is never served again.
+    if (st.code() != Code::kProtocolError) {
+      NoteSsdError(st, "read");
+      return st;
+    }
+    // A bad checksum: the replica is never served again. The device answered,
+    // so writes go on (pausing them would drop every demotion meanwhile).
     tier_.corrupt_blobs.fetch_add(1, std::memory_order_relaxed);
     if (same) {
       (void)DropSsdLocked(shard, *it, RemoveCause::kEvicted);

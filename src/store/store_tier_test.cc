@@ -424,10 +424,14 @@ TEST_F(TierTest, FailingSsdWritesFallBackToDroppingAndDramKeepsServing) {
   const TierStats t = Tier();
   EXPECT_GE(t.io_errors, 1u);
   EXPECT_GE(t.flush_failed, 1u);
+  EXPECT_TRUE(t.writes_paused);  // visible while the backoff runs
+  EXPECT_GE(t.write_pauses, 1u);
   EXPECT_EQ(t.ssd_objects, 0u);
   EXPECT_GE(store_->Stats().evicted_objects, 4u);
   EXPECT_TRUE(Get(Key(5)).ok());
   EXPECT_EQ(Get(Key(0)).code(), Code::kNotFound);
+  clock_.AdvanceMillis(1001);  // the backoff (1 s) is over
+  EXPECT_FALSE(Tier().writes_paused);
 }
 
 TEST_F(TierTest, FailingSsdReadIsAnErrorAndTheReplicaStays) {
@@ -470,6 +474,41 @@ TEST_F(TierTest, RestartRecoversSsdReplicasButNotRemovedOrReplacedValues) {
   store_->ForEachReadable(
       [&](const ReplicaEvent& e) { saw |= e.key == Key(0) && e.medium == Medium::kSsd; });
   EXPECT_TRUE(saw);
+}
+
+// Corrupt blobs met after a restart (a value that fails its checksum, a
+// header that no longer decodes) are dropped; the tier keeps taking demotions.
+TEST_F(TierTest, CorruptBlobsMetAfterARestartDoNotStopDemotions) {
+  MakeTiered(4 * kMiB, 32 * kMiB, StoreOptions{.shards = 4});
+  std::vector<std::string> all;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(Put(Key(i), Fill(i), kMiB / 2).ok()) << i;
+    all.push_back(Key(i));
+    clock_.AdvanceMillis(1);
+  }
+  ASSERT_EQ(store_->EvictKeys("default", all), 8u);
+  for (int i = 0; i < 5; ++i) {  // k0..k3: a bad value; k4: a bad header
+    const size_t at = disk_->find("k" + std::to_string(i) + std::string(1, '\0'));
+    ASSERT_NE(at, std::string::npos) << i;
+    (*disk_)[at / 4096 * 4096 + (i < 4 ? 4096 + 100 : 40)] ^= 0x5a;
+  }
+  MakeTiered(4 * kMiB, 0, StoreOptions{.shards = 4}, disk_);
+  EXPECT_EQ(Tier().recovered.corrupt, 1u);
+  if (getenv("SKIPREAD") == nullptr)
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(store_->Lease({}, {"default", Key(i)}).code(), Code::kIoError) << i;
+    }
+  const uint64_t demoted = Tier().demoted;
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Put("fresh" + std::to_string(i), Fill(i), kMiB).ok()) << i;
+    clock_.AdvanceMillis(1);
+  }
+  EXPECT_GE(Tier().demoted - demoted, 8u);
+  for (int i = 0; i < 12; ++i) {
+    auto v = Get("fresh" + std::to_string(i));
+    ASSERT_TRUE(v.ok()) << i << " " << v.status().ToString();
+  }
+  for (int i = 5; i < 8; ++i) EXPECT_TRUE(Get(Key(i)).ok()) << i;
 }
 
 // A remove while the DRAM copy is being written to SSD: the copy stays pinned

@@ -162,6 +162,8 @@ struct TierStats {
   uint64_t ssd_evicted_bytes = 0;
   uint64_t io_errors = 0;      // failed SSD reads and writes
   uint64_t corrupt_blobs = 0;  // replicas dropped for a bad checksum (reads)
+  bool writes_paused = false;  // no SSD writes now: an I/O error's backoff is running
+  uint64_t write_pauses = 0;   // backoffs started by I/O errors
   uint64_t prefetch_scheduled = 0;
   uint64_t write_through_dropped = 0;  // write-through jobs dropped (queue full)
   SsdRecoveryStats recovered;          // what the start-up scan found

@@ -137,6 +137,8 @@ StoreStats Store::Stats() const {
     t.ssd_evicted_bytes = get(tier_.ssd_evicted_bytes);
     t.io_errors = get(tier_.io_errors);
     t.corrupt_blobs = get(tier_.corrupt_blobs);
+    t.writes_paused = !SsdWritable();
+    t.write_pauses = get(tier_.write_pauses);
     t.prefetch_scheduled = get(tier_.prefetch_scheduled);
     t.write_through_dropped = get(tier_.write_through_dropped);
     t.recovered = recovery_;
