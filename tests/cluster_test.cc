@@ -2,12 +2,17 @@
 // epochs, format checks, member loss, coordinator failover, etcd member and
 // quorum loss, partitions through a fault proxy, graceful leave, and /metadata
 // shared through etcd.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <asio.hpp>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -297,6 +302,69 @@ TEST(Cluster, APartitionFromEtcdFencesThatManagerOnlyBlackholeAndReset) {
   to_c.SetMode(FaultProxy::Mode::kPass);
   EXPECT_EQ(GetText(*a.proc, "/ha_status"), "standby");
   EXPECT_EQ(MemberIds(*b.proc), std::set<std::string>{"b"});
+}
+
+// Resident memory of a process, in bytes (0 when it cannot be read).
+int64_t RssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// Opens a TCP connection to "127.0.0.1:PORT" and sends nothing; -1 on failure.
+int DialSilently(const std::string& addr) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(addr.substr(addr.rfind(':') + 1))));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(Cluster, AnIdleFloodOnThePeerPortIsShedAndANewMemberStillReadsRemotely) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a", {"--peer-max-connections", "64"});
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  ASSERT_TRUE((*ca)->Put("k", std::string(4096, 'v')).ok());
+  const int64_t rss_before = RssBytes(a.proc->pid());
+  std::vector<int> flood;
+  for (int i = 0; i < 600; ++i) {
+    const int fd = DialSilently(a.addr);
+    ASSERT_GE(fd, 0) << i;
+    flood.push_back(fd);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    return testing::ScrapeMetric(*a.proc, "tierkv_peer_connections_total{result=\"shed\"}") >=
+           600 - 64;
+  }));
+  EXPECT_LE(testing::ScrapeMetric(*a.proc, "tierkv_peer_connections"), 64);
+  // A member that joins now completes its view of a and reads from it.
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  ASSERT_TRUE(WaitFor([&] { return (*cb)->Exist("k").ok(); }));
+  Result<std::string> v = (*cb)->Get("k");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, std::string(4096, 'v'));
+  // The silent ones left are closed at the handshake deadline (5 s).
+  EXPECT_TRUE(WaitFor([&] {
+    return testing::ScrapeMetric(
+               *a.proc, "tierkv_peer_connections_total{result=\"handshake_timeout\"}") >= 1;
+  }));
+  for (int fd : flood) close(fd);
+  EXPECT_TRUE(
+      WaitFor([&] { return testing::ScrapeMetric(*a.proc, "tierkv_peer_connections") <= 8; }));
+  // Silent connections never reached the gRPC server: a held no memory for them.
+  EXPECT_LT(RssBytes(a.proc->pid()) - rss_before, 16 << 20);
 }
 
 TEST(Cluster, MetadataIsSharedThroughEtcdWithTheContractsAnswers) {

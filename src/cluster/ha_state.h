@@ -209,6 +209,9 @@ struct TransferStats {
   uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0, data_shed = 0;
   uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0, data_checksums_reused = 0;
   uint64_t data_decided_at_once = 0, data_decided_on_pool = 0;  // AUTHORIZEs, where decided
+  // The peer gRPC port's gate (cluster/peer_gate.h).
+  uint64_t peer_connections = 0, peer_accepted = 0, peer_shed = 0;
+  uint64_t peer_handshake_timeouts = 0, peer_idle_closed = 0, peer_backend_failures = 0;
 };
 
 // Drain jobs this manager ran as the coordinator since it started, for

@@ -259,6 +259,7 @@ struct PeerServer::Impl {
   explicit Impl(std::function<PeerIdentity()> identity) : service(std::move(identity)) {}
   PeerService service;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<PeerGate> gate;  // the public port
 };
 
 PeerServer::PeerServer(std::function<PeerIdentity()> identity)
@@ -275,20 +276,36 @@ void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher, const
   impl_->service.index_ = index;
 }
 
-Status PeerServer::Start(const std::string& addr, const PeerCredentials* credentials) {
+Status PeerServer::Start(const std::string& addr, const PeerCredentials* credentials,
+                         PeerGateOptions limits) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(&impl_->service);
-  builder.AddListeningPort(addr, PeerServerCredentials(credentials), &port_);
+  int grpc_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", PeerServerCredentials(credentials), &grpc_port);
   impl_->server = builder.BuildAndStart();
-  if (!impl_->server || port_ == 0) {
+  if (!impl_->server || grpc_port == 0) {
     impl_->server.reset();
-    return Status(Code::kUnavailable, "cannot listen on --addr " + addr + " (peer gRPC)");
+    return Status(Code::kUnavailable, "cannot listen on a loopback port (peer gRPC)");
   }
+  limits.listen = addr;
+  limits.backend = "127.0.0.1:" + std::to_string(grpc_port);
+  impl_->gate = std::make_unique<PeerGate>(std::move(limits));
+  if (Status st = impl_->gate->Start(); !st.ok()) {
+    impl_->gate.reset();
+    Stop(0);
+    return st;
+  }
+  port_ = impl_->gate->port();
   return Status::Ok();
 }
 
+PeerGateStats PeerServer::GateStats() const {
+  return impl_->gate ? impl_->gate->Stats() : PeerGateStats{};
+}
+
 void PeerServer::Stop(int64_t grace_ms) {
+  if (impl_->gate) impl_->gate->Stop();  // no new connection; open ones end
   if (!impl_->server) return;
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
   impl_->server->Wait();

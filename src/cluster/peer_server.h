@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "cluster/peer_gate.h"
 #include "tierkv/status.h"
 
 namespace grpc {
@@ -58,10 +59,15 @@ class PeerServer {
   // `credentials` null: plaintext; else mutual TLS (a client must present a
   // certificate the CA signed). Errors: UNAVAILABLE naming the address when it
   // cannot be bound.
-  Status Start(const std::string& addr, const PeerCredentials* credentials = nullptr);
+  // The public port is a PeerGate (cluster/peer_gate.h) in front of the gRPC
+  // server, which listens on a loopback port of its own: `limits` bound the
+  // connections (its `listen` and `backend` are filled here).
+  Status Start(const std::string& addr, const PeerCredentials* credentials = nullptr,
+               PeerGateOptions limits = {});
   // Stops accepting, lets calls in flight finish for up to `grace_ms`.
   void Stop(int64_t grace_ms = 2000);
   int port() const { return port_; }
+  PeerGateStats GateStats() const;
 
  private:
   friend std::shared_ptr<grpc::Channel> InProcessChannel(PeerServer& server);

@@ -263,6 +263,10 @@ constexpr Family kGrItems{"tierkv_grants_items_total", "counter",
 constexpr Family kGrEnded{"tierkv_grants_ended_total", "counter", "Source grants ended, by cause"};
 constexpr Family kGrWaits{"tierkv_grants_budget_waits_total", "counter",
                           "Authorizations that waited for the requester's own releases"};
+constexpr Family kPeerConns{"tierkv_peer_connections", "gauge",
+                            "Open connections on the peer gRPC port (--addr)"};
+constexpr Family kPeerConnsTotal{"tierkv_peer_connections_total", "counter",
+                                 "Connections on the peer gRPC port, by outcome"};
 constexpr Family kDcConns{"tierkv_data_connections", "gauge", "Open data channel connections"};
 constexpr Family kDcConnsTotal{"tierkv_data_connections_total", "counter",
                                "Data channel connections, by result"};
@@ -469,6 +473,13 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
   w.ByLabel(kGrEnded, "cause",
             {{"released", t.released}, {"expired", t.expired}, {"requester_left", t.departed}});
   w.One(kGrWaits, t.budget_waits);
+  w.One(kPeerConns, t.peer_connections);
+  w.ByLabel(kPeerConnsTotal, "result",
+            {{"accepted", t.peer_accepted},
+             {"shed", t.peer_shed},
+             {"handshake_timeout", t.peer_handshake_timeouts},
+             {"idle_closed", t.peer_idle_closed},
+             {"backend_failed", t.peer_backend_failures}});
   w.One(kDcConns, t.data_connections);
   w.ByLabel(
       kDcConnsTotal, "result",

@@ -371,6 +371,15 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
       ->check(CLI::IsMember({"data", "grpc"}));
   app.add_option("--inventory-stream-coalesce-ms", cl.coalesce_ms,
                  "cluster mode: quiet window (0-5 ms) in which an owner batches deltas");
+  app.add_option("--peer-max-connections", cl.peer_max_connections,
+                 "cluster mode: most connections open at once on the peer gRPC port (--addr); "
+                 "a new one over it sheds the one silent or idle the longest");
+  app.add_option("--peer-handshake-timeout-ms", cl.peer_handshake_timeout_ms,
+                 "cluster mode: a peer connection that sends nothing this long after its accept "
+                 "is closed");
+  app.add_option("--peer-idle-timeout-ms", cl.peer_idle_timeout_ms,
+                 "cluster mode: a peer connection that moves no byte either way this long is "
+                 "closed");
   app.add_option("--inventory-stall-ms", cl.stall_ms,
                  "cluster mode: an inventory stream that brings no frame (not even the owner's "
                  "heartbeat, sent every second) for this long is dropped and that owner's view "
@@ -453,6 +462,15 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   if (cl.enabled()) c.store.journal_bytes = cl.inventory_journal_bytes;
   if (cl.coalesce_ms < 0 || cl.coalesce_ms > 5) {
     return InvalidArgument("--inventory-stream-coalesce-ms must be between 0 and 5");
+  }
+  if (cl.peer_max_connections < 4) {
+    return InvalidArgument("--peer-max-connections must be at least 4");
+  }
+  if (cl.peer_handshake_timeout_ms < 100 || cl.peer_handshake_timeout_ms > 600000) {
+    return InvalidArgument("--peer-handshake-timeout-ms must be between 100 and 600000");
+  }
+  if (cl.peer_idle_timeout_ms < 1000) {
+    return InvalidArgument("--peer-idle-timeout-ms must be at least 1000");
   }
   if (cl.stall_ms < 2000 || cl.stall_ms > 600000) {
     return InvalidArgument(

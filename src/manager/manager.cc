@@ -236,7 +236,12 @@ Status Manager::Start() {
                                       config_.cluster.scope_kind == "all");
     membership_->set_rest_url(rest_->url());
     Status st = StartDataChannel();
-    if (st.ok()) st = peer_server_->Start(config_.cluster.addr, peer_credentials_.get());
+    PeerGateOptions gate;
+    gate.max_connections = config_.cluster.peer_max_connections;
+    gate.handshake_timeout_ms = config_.cluster.peer_handshake_timeout_ms;
+    gate.idle_timeout_ms = config_.cluster.peer_idle_timeout_ms;
+    if (st.ok()) st = peer_server_->Start(config_.cluster.addr, peer_credentials_.get(), gate);
+    if (st.ok()) transfer_view_->SetPeer(peer_server_.get());
     if (st.ok()) st = membership_->Register();
     if (!st.ok()) {
       Stop();

@@ -29,6 +29,15 @@ TransferStats TransferView::Transfer() const {
   s.data_checksums_reused = d.checksums_reused;
   s.data_decided_at_once = d.decided_at_once;
   s.data_decided_on_pool = d.decided_on_pool;
+  if (const PeerServer* peer = peer_.load()) {
+    const PeerGateStats p = peer->GateStats();
+    s.peer_connections = p.connections;
+    s.peer_accepted = p.accepted;
+    s.peer_shed = p.shed;
+    s.peer_handshake_timeouts = p.handshake_timeouts;
+    s.peer_idle_closed = p.idle_closed;
+    s.peer_backend_failures = p.backend_failures;
+  }
   return s;
 }
 

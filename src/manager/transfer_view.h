@@ -5,9 +5,12 @@
 #ifndef TIERKV_MANAGER_TRANSFER_VIEW_H_
 #define TIERKV_MANAGER_TRANSFER_VIEW_H_
 
+#include <atomic>
+
 #include "cluster/fetcher.h"
 #include "cluster/grants.h"
 #include "cluster/ha_state.h"
+#include "cluster/peer_server.h"
 #include "transfer/data_server.h"
 
 namespace tierkv {
@@ -18,8 +21,12 @@ class TransferView final : public TransferStatsProvider {
                const transfer::DataServer* data)
       : fetcher_(fetcher), grants_(grants), data_(data) {}
   TransferStats Transfer() const override;
+  // The peer port's gate counters come from `peer` from now on (it must
+  // outlive this view, or be unset first with nullptr).
+  void SetPeer(const PeerServer* peer) { peer_.store(peer); }
 
  private:
+  std::atomic<const PeerServer*> peer_{nullptr};
   const RemoteFetcher* const fetcher_;
   const GrantTable* const grants_;
   const transfer::DataServer* const data_;
