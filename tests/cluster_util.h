@@ -117,6 +117,23 @@ inline std::unique_ptr<etcd::Client> EtcdFor(const EtcdCluster& etcd) {
   return std::move(*c);
 }
 
+// Registers a member record for `node` (runtime `uuid`) by hand, at an
+// address where nothing answers, so that managers take requests naming it as
+// a live member's. Returns the lease to revoke (0 on failure).
+inline int64_t RegisterByHand(const EtcdCluster& etcd, const std::string& cluster,
+                              const std::string& node, const std::string& uuid, uint32_t rank) {
+  auto kv = EtcdFor(etcd);
+  auto lease = kv->GrantLease(30);
+  if (!lease.ok()) return 0;
+  Json record = {
+      {"node_id", node},      {"rank", rank}, {"endpoint", "127.0.0.1:1"},
+      {"runtime_uuid", uuid}, {"epoch", 1},   {"stream_protocol", "tierkv/inventory-stream/v1"}};
+  if (!kv->Put("/tierkv/v1/" + cluster + "/members/" + node, record.dump(), lease->id).ok()) {
+    return 0;
+  }
+  return lease->id;
+}
+
 // POSTs `body` (JSON) to `path`; the answer's body ("" when none came).
 inline std::string PostText(const ManagerProcess& m, const std::string& path,
                             const std::string& body, int timeout_s = 10) {

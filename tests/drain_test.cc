@@ -179,6 +179,21 @@ TEST(Drain, ANodeIsDrainedUnderAWorkloadAndNothingIsLost) {
             "done");
 }
 
+// Drain requests name their caller, which must be a live member: `n` itself
+// (its own node id and runtime UUID), as a coordinator would be.
+peer::PeerCaller CallerFor(const Node& n) {
+  peer::PeerCaller c;
+  c.set_node_id(n.id);
+  WaitFor([&] {
+    const Json members = GetJson(*n.proc, "/cluster/members");
+    for (const Json& m : members.value("members", Json::array())) {
+      if (m.value("node_id", "") == n.id) c.set_runtime_uuid(m.value("runtime_uuid", ""));
+    }
+    return !c.runtime_uuid().empty();
+  });
+  return c;
+}
+
 // Peer/Drop on b with `fence`, for one key at `generation`, under a caller
 // deadline of `deadline_ms`; the item's result.
 peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t generation,
@@ -189,6 +204,7 @@ peer::GrantedItem DropWithFence(const Node& b, const std::string& key, uint64_t 
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
   peer::DropRequest req;
+  *req.mutable_caller() = CallerFor(b);
   req.set_tenant(std::string(kDefaultTenant));
   peer::GrantItem* item = req.add_items();
   item->set_tenant(std::string(kDefaultTenant));
@@ -211,6 +227,7 @@ uint64_t ListedGeneration(const Node& b, const std::string& key) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   peer::DrainListRequest req;
   req.set_medium(255);
+  *req.mutable_caller() = CallerFor(b);
   auto reader = stub->DrainList(&ctx, req);
   uint64_t generation = 0;
   for (peer::DrainListResponse page; reader->Read(&page);) {
@@ -285,6 +302,8 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
         peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
     peer::PullRequest pull;
     peer::DropRequest drop;
+    *pull.mutable_caller() = CallerFor(a);
+    *drop.mutable_caller() = CallerFor(a);
     for (int i = 0; i < 257; ++i) {
       pull.add_keys("k" + std::to_string(i));
       drop.add_items()->set_key("k" + std::to_string(i));
@@ -295,12 +314,25 @@ TEST(Drain, DropWaitsUntilTheSourcesViewOfTheTargetCoversItsFence) {
     EXPECT_EQ(stub->Drop(&dctx, drop, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     // A Pull must name the source and one generation per key.
     peer::PullRequest anonymous;
+    *anonymous.mutable_caller() = CallerFor(a);
     anonymous.add_keys("f1");
     grpc::ClientContext actx;
     EXPECT_EQ(stub->Pull(&actx, anonymous, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     anonymous.set_source("b");
     grpc::ClientContext gctx;
     EXPECT_EQ(stub->Pull(&gctx, anonymous, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    // A caller that is not a live member is refused whatever it asks.
+    for (peer::PeerCaller* c : {pull.mutable_caller(), drop.mutable_caller()}) {
+      c->set_runtime_uuid("made-up");
+    }
+    grpc::ClientContext fpctx, fdctx, flctx;
+    EXPECT_EQ(stub->Pull(&fpctx, pull, &out).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(stub->Drop(&fdctx, drop, &out).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    peer::DrainListRequest list;  // names no caller
+    auto reader = stub->DrainList(&flctx, list);
+    peer::DrainListResponse page;
+    EXPECT_FALSE(reader->Read(&page));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
   // No fence: refused at once, kept (nothing shows a copy exists elsewhere).
   r = DropWithFence(b, "f1", gen, "", 0, 30000);
@@ -440,6 +472,7 @@ peer::ItemResults PullOn(const Node& target, const std::string& source, const st
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
   peer::PullRequest req;
+  *req.mutable_caller() = CallerFor(target);
   req.set_tenant(std::string(kDefaultTenant));
   req.set_source(source);
   req.set_source_uuid(uuid);
@@ -668,6 +701,7 @@ TEST(Drain, AnObjectInDramAndOnSsdIsMovedOnceWhereverItsRecordsFall) {
     grpc::ClientContext ctx;
     peer::DrainListRequest req;
     req.set_medium(255);
+    *req.mutable_caller() = CallerFor(b);
     auto reader = stub->DrainList(&ctx, req);
     size_t records = 0, split = 0;
     std::string last;

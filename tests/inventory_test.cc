@@ -512,6 +512,18 @@ TEST(Inventory, ANewerStreamOfTheSameRequesterCancelsTheOlder) {
     EXPECT_FALSE(nameless->Read(&f));
     EXPECT_EQ(nameless->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
+  {
+    grpc::ClientContext ctx;
+    auto stranger = open(ctx, "x");  // not a member (yet)
+    peer::InventoryFrame f;
+    EXPECT_FALSE(stranger->Read(&f));
+    const grpc::Status st = stranger->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_NE(st.error_message().find("not a live member"), std::string::npos);
+  }
+  const int64_t lease = RegisterByHand(etcd, cluster, "x", "x-uuid", 9);
+  ASSERT_NE(lease, 0);
+  ASSERT_TRUE(WaitFor([&] { return MemberIds(*a.proc).count("x") == 1; }));
   grpc::ClientContext first_ctx, second_ctx;
   auto first = open(first_ctx, "x");
   peer::InventoryFrame f;
@@ -530,11 +542,12 @@ TEST(Inventory, ANewerStreamOfTheSameRequesterCancelsTheOlder) {
   EXPECT_EQ(pages, 1);
   const Json m = Coverage(*a.proc);
   EXPECT_EQ(m["streams"]["owner_streams_replaced"], 1) << m.dump();
-  EXPECT_EQ(m["streams"]["owner_streams_refused"], 1) << m.dump();
+  EXPECT_EQ(m["streams"]["owner_streams_refused"], 2) << m.dump();
   EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_inventory_owner_streams_replaced_total"), 1);
   EXPECT_TRUE(WaitFor([&] { return Coverage(*a.proc)["streams"]["owner_streams_open"] == 2; }));
   second_ctx.TryCancel();
-  EXPECT_EQ(Coverage(*b.proc)["coverage"], "complete");
+  ASSERT_TRUE(EtcdFor(etcd)->RevokeLease(lease).ok());
+  EXPECT_TRUE(WaitFor([&] { return Coverage(*b.proc)["coverage"] == "complete"; }));
   EXPECT_EQ(Coverage(*b.proc)["index"]["entries"], 10);
 }
 
@@ -551,9 +564,13 @@ TEST(Inventory, AStalledStreamHoldsNoMoreEncodedChangesThanTheJournal) {
                 {"--inventory-journal-bytes", std::to_string(kJournal), "--dram-size", "1GiB"});
   Node b = StartNode(etcd.endpoints(), cluster, "b");
   auto stub = peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
+  const int64_t lease = RegisterByHand(etcd, cluster, "stalled", "stalled-uuid", 9);
+  ASSERT_NE(lease, 0);
+  ASSERT_TRUE(WaitFor([&] { return MemberIds(*a.proc).count("stalled") == 1; }));
   grpc::ClientContext ctx;
   peer::InventoryRequest req;
   req.set_requester_node("stalled");
+  req.set_requester_uuid("stalled-uuid");
   auto stalled = stub->Inventory(&ctx, req);
   peer::InventoryFrame f;
   while (stalled->Read(&f) && !f.has_commit()) {

@@ -292,6 +292,10 @@ TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
   ASSERT_TRUE(ca.ok());
   ASSERT_TRUE((*ca)->Put("k", "first value").ok());
   PeerProbe probe(a.addr);
+  // Peer requests are served to live members only: the probe registers.
+  const int64_t lease = RegisterByHand(etcd, cluster, "probe", "probe-uuid", 9);
+  ASSERT_NE(lease, 0);
+  ASSERT_TRUE(WaitFor([&] { return MemberIds(*a.proc).count("probe") == 1; }));
   const uint64_t old_gen = probe.Generation("k");
   ASSERT_NE(old_gen, 0u);
   ASSERT_TRUE((*ca)->Upsert("k", "second value").ok());
@@ -324,6 +328,56 @@ TEST(RemoteRead, AStaleEntryIsRefusedAndTheNewValueIsReadAfter) {
   EXPECT_TRUE(WaitFor([&] {
     Result<std::string> v = (*cb)->Get("k");
     return v.ok() && *v == "second value";
+  }));
+}
+
+// Without peer mTLS anyone who reaches the peer port can name any requester:
+// names that are no live member's are refused before they take a grant slot
+// (1 100 made-up names, more than the 1 024 slots), and a real member's
+// remote reads go on.
+TEST(RemoteRead, RequestersThatAreNotLiveMembersAreRefused) {
+  EtcdCluster etcd(1);
+  const std::string cluster = UniqueCluster();
+  Node a = StartNode(etcd.endpoints(), cluster, "a");
+  Node b = StartNode(etcd.endpoints(), cluster, "b");
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  ASSERT_TRUE((*ca)->Put("k", "value").ok());
+  auto stub = peer::Peer::NewStub(grpc::CreateChannel(a.addr, grpc::InsecureChannelCredentials()));
+  PeerProbe probe(a.addr);
+  const std::string owner = probe.OwnerUuid();
+  for (int i = 0; i < 1100; ++i) {
+    grpc::ClientContext ctx;
+    peer::AuthorizeRequest req;
+    req.set_requester_node("forged-" + std::to_string(i));
+    req.set_requester_uuid("uuid-" + std::to_string(i));
+    req.set_expect_owner_uuid(owner);
+    req.set_ticket(1000 + i);
+    peer::GrantItem* item = req.add_items();
+    item->set_tenant(std::string(kDefaultTenant));
+    item->set_key("k");
+    peer::AuthorizeResponse resp;
+    const grpc::Status st = stub->Authorize(&ctx, req, &resp);
+    ASSERT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << i << " " << st.error_message();
+    ASSERT_NE(st.error_message().find("not a live member"), std::string::npos);
+  }
+  EXPECT_EQ(ScrapeMetric(*a.proc, "tierkv_grants_live"), 0);
+  // A live member's node id with another runtime UUID is no better.
+  {
+    grpc::ClientContext ctx;
+    peer::InventoryRequest req;
+    req.set_requester_node("b");
+    req.set_requester_uuid("not-b's-uuid");
+    auto reader = stub->Inventory(&ctx, req);
+    peer::InventoryFrame f;
+    EXPECT_FALSE(reader->Read(&f));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  EXPECT_TRUE(WaitFor([&] {
+    Result<std::string> v = (*cb)->Get("k");
+    return v.ok() && *v == "value";
   }));
 }
 

@@ -76,11 +76,13 @@ struct Moved {
   uint64_t objects = 0, bytes = 0, gone = 0;
 };
 using NotPulled = std::vector<std::pair<const peer::InventoryRecord*, std::string>>;
-Moved MoveBatch(const std::string& source_id, const std::string& source_uuid,
-                const std::string& tenant, std::span<const peer::InventoryRecord* const> batch,
-                peer::Peer::Stub& source, peer::Peer::Stub& target, NotPulled* not_pulled,
+Moved MoveBatch(const peer::PeerCaller& caller, const std::string& source_id,
+                const std::string& source_uuid, const std::string& tenant,
+                std::span<const peer::InventoryRecord* const> batch, peer::Peer::Stub& source,
+                peer::Peer::Stub& target, NotPulled* not_pulled,
                 const std::function<void(const std::string&, const std::string&)>& failed) {
   peer::PullRequest pull;
+  *pull.mutable_caller() = caller;
   pull.set_tenant(tenant);
   pull.set_source(source_id);
   pull.set_source_uuid(source_uuid);
@@ -96,6 +98,7 @@ Moved MoveBatch(const std::string& source_id, const std::string& source_uuid,
   pctx.set_deadline(PeerDeadline(120000));
   const grpc::Status ps = target.Pull(&pctx, pull, &pulled);
   peer::DropRequest drop;
+  *drop.mutable_caller() = caller;
   drop.set_tenant(tenant);
   if (ps.ok()) *drop.mutable_fence() = pulled.fence();
   std::vector<const peer::InventoryRecord*> dropping;
@@ -295,6 +298,9 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
     if (!error.empty()) spdlog::warn("drain job {} {}: {}", job->view.id, state, error);
   };
   const ClusterView cv = membership_->Members();
+  peer::PeerCaller caller;  // every drain request names this coordinator
+  caller.set_node_id(cv.node_id);
+  caller.set_runtime_uuid(cv.runtime_uuid);
   std::unique_ptr<peer::Peer::Stub> source;
   std::string source_uuid;
   std::vector<std::unique_ptr<peer::Peer::Stub>> targets;
@@ -340,6 +346,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
   } unlist{this, job.get()};
   peer::DrainListRequest req;
   req.set_medium(job->medium);
+  *req.mutable_caller() = caller;
   std::unique_ptr<grpc::ClientReader<peer::DrainListResponse>> reader =
       source->DrainList(&ctx, req);
   std::string last_tenant, last_key;
@@ -373,7 +380,7 @@ void DrainJobs::Run(const std::shared_ptr<Job>& job) {
         for (size_t tried = 0; !todo.empty() && tried < targets.size(); ++tried) {
           not_pulled.clear();
           const Moved one =
-              MoveBatch(job->view.source, source_uuid, std::string(tenant), todo, *source,
+              MoveBatch(caller, job->view.source, source_uuid, std::string(tenant), todo, *source,
                         *targets[turn++ % targets.size()], &not_pulled, failed);
           m.objects += one.objects;
           m.bytes += one.bytes;

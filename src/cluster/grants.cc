@@ -115,6 +115,9 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(
     return refuse(
         Status(Code::kUnavailable, "this manager is not admitting remote reads (fenced)"));
   }
+  if (options_.members != nullptr) {
+    if (Status st = options_.members->Check(node, uuid); !st.ok()) return refuse(st);
+  }
   if (expect_owner_uuid != options_.runtime_uuid) {
     return refuse(NotFound("this manager is runtime " + options_.runtime_uuid + ", not " +
                            expect_owner_uuid + ": the index entry is stale"));

@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/live_members.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -53,6 +54,8 @@ struct GrantOptions {
   size_t max_items = 4096;
   int64_t budget_wait_ms = 3000;
   std::function<bool()> admitting;  // grants are given only while this says yes (null: always)
+  // Requesters must be live members (null: any requester; tests).
+  const LiveMembers* members = nullptr;
 };
 
 struct GrantRequestItem {
@@ -97,7 +100,8 @@ class GrantTable final : public transfer::GrantSource {
   // Authorizes `items` under `ticket` for requester `uuid` (of member `node`);
   // one answer per item, in order. Errors for the whole call: UNAVAILABLE
   // (this manager is fenced or stopping), NOT_FOUND (`expect_owner_uuid` is
-  // not this runtime: the requester's entry names an older incarnation),
+  // not this runtime: the requester's entry names an older incarnation; or
+  // `node` / `uuid` are not a live member's),
   // NO_SPACE (max_sessions grants are live), INVALID_ARGUMENT (ticket 0 or
   // already live, no items, more than max_items, an invalid key).
   // With `may_block` false the call never waits: when deciding needs a wait

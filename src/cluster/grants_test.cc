@@ -63,8 +63,9 @@ class GrantsTest : public ::testing::Test {
   }
 
   GrantTable& Table(uint64_t budget = 4 * kMiB, int64_t timeout_ms = 1000,
-                    size_t per_requester = 256) {
+                    size_t per_requester = 256, const LiveMembers* members = nullptr) {
     GrantOptions g;
+    g.members = members;
     g.runtime_uuid = "owner-uuid";
     g.budget_bytes = budget;
     g.grant_timeout_ms = timeout_ms;
@@ -189,6 +190,25 @@ TEST_F(GrantsTest, WholeCallRefusals) {
   for (uint64_t tk = 2; tk <= 4; ++tk) ASSERT_TRUE(Ask(tk, {{"t", "k", g}}).ok());
   EXPECT_EQ(Ask(5, {{"t", "k", g}}).status().code(), Code::kNoSpace);  // max_sessions
   EXPECT_EQ(t.Stats().refused_sessions, 1u);
+}
+
+// With a member list, a requester whose node id and runtime UUID are not a
+// live member's is refused whole, before it takes a slot or pins anything.
+TEST_F(GrantsTest, OnlyLiveMembersAreGranted) {
+  LiveMembers members;
+  members.Set({MemberView{.node_id = "req", .runtime_uuid = "req-1"}});
+  GrantTable& t = Table(4 * kMiB, 1000, 256, &members);
+  const uint64_t g = Put("k", 100, 'a');
+  for (uint64_t tk = 1; tk <= 10; ++tk) {  // more than max_sessions (4)
+    Result<std::vector<GrantAnswer>> r = Ask(tk, {{"t", "k", g}}, "made-up-" + std::to_string(tk));
+    ASSERT_EQ(r.status().code(), Code::kNotFound) << tk;
+    EXPECT_NE(r.status().message().find("not a live member"), std::string::npos);
+  }
+  EXPECT_EQ(t.Stats().sessions, 0u);
+  EXPECT_EQ(t.Stats().refused_other, 10u);
+  ASSERT_TRUE(Ask(11, {{"t", "k", g}}).ok());  // the member itself
+  members.Set({});                             // it left
+  EXPECT_EQ(Ask(12, {{"t", "k", g}}).status().code(), Code::kNotFound);
 }
 
 // One requester holds at most max_per_requester grants; others still get

@@ -126,6 +126,13 @@ void Inventory::Serve(ServeContext& c) {
                             "an inventory stream names its requester node");
     return;
   }
+  if (options_.members != nullptr) {
+    if (Status st = options_.members->Check(requester, c.request->requester_uuid()); !st.ok()) {
+      refused_out_.fetch_add(1, std::memory_order_relaxed);
+      c.status = grpc::Status(grpc::StatusCode::PERMISSION_DENIED, st.message());
+      return;
+    }
+  }
   uint64_t id = 0;
   {
     std::lock_guard lock(served_mu_);

@@ -37,6 +37,7 @@
 
 #include "cluster/global_index.h"
 #include "cluster/ha_state.h"
+#include "cluster/live_members.h"
 #include "store/store.h"
 
 namespace tierkv {
@@ -58,6 +59,8 @@ struct InventoryOptions {
   std::string scope_kind = "all";   // requester: all | exact | empty
   std::vector<std::string> scope_namespaces;           // exact: sorted, distinct
   std::shared_ptr<const PeerCredentials> credentials;  // null: plaintext
+  // Owner side: requesters must be live members (null: any requester; tests).
+  const LiveMembers* members = nullptr;
 };
 
 // The canonical digest of a scope (hex of xxh3-64 over "tierkv-scope/v1:" +

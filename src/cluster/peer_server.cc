@@ -96,6 +96,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   grpc::Status DrainList(grpc::ServerContext*, const peer::DrainListRequest* req,
                          grpc::ServerWriter<peer::DrainListResponse>* writer) override {
     if (store_ == nullptr) return Unimplemented();
+    if (grpc::Status st = CheckCaller(req->caller()); !st.ok()) return st;
     const uint32_t medium = req->medium();
     bool alive = true;
     // A page of the snapshot at a time (written without a store lock held);
@@ -129,6 +130,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   grpc::Status Pull(grpc::ServerContext* ctx, const peer::PullRequest* req,
                     peer::ItemResults* out) override {
     if (fetcher_ == nullptr) return Unimplemented();
+    if (grpc::Status st = CheckCaller(req->caller()); !st.ok()) return st;
     if (req->keys_size() > kMaxDrainBatch) return TooMany(req->keys_size());
     if (req->source().empty() || req->generations_size() != req->keys_size()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -161,6 +163,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
   grpc::Status Drop(grpc::ServerContext* ctx, const peer::DropRequest* req,
                     peer::ItemResults* out) override {
     if (store_ == nullptr) return Unimplemented();
+    if (grpc::Status st = CheckCaller(req->caller()); !st.ok()) return st;
     if (req->items_size() > kMaxDrainBatch) return TooMany(req->items_size());
     if (Status st = AwaitFence(*ctx, req->fence()); !st.ok()) {
       for (int i = 0; i < req->items_size(); ++i) AddResult(out, st);
@@ -181,8 +184,17 @@ class PeerService final : public tierkv::peer::Peer::Service {
     return grpc::Status::OK;
   }
 
+  // Drain requests come from the coordinator, a live member.
+  grpc::Status CheckCaller(const peer::PeerCaller& caller) const {
+    if (members_ == nullptr) return grpc::Status::OK;
+    Status st = members_->Check(caller.node_id(), caller.runtime_uuid());
+    return st.ok() ? grpc::Status::OK
+                   : grpc::Status(grpc::StatusCode::PERMISSION_DENIED, st.message());
+  }
+
   tierkv::Inventory* inventory_ = nullptr;
   GrantTable* grants_ = nullptr;
+  const LiveMembers* members_ = nullptr;
   Store* store_ = nullptr;
   RemoteFetcher* fetcher_ = nullptr;
   const GlobalIndex* index_ = nullptr;
@@ -268,6 +280,7 @@ PeerServer::~PeerServer() { Stop(0); }
 
 void PeerServer::SetInventory(Inventory* inventory) { impl_->service.inventory_ = inventory; }
 void PeerServer::SetGrants(GrantTable* grants) { impl_->service.grants_ = grants; }
+void PeerServer::SetMembers(const LiveMembers* members) { impl_->service.members_ = members; }
 void PeerServer::SetDrainParticipant(Store* store, RemoteFetcher* fetcher, const GlobalIndex* index,
                                      bool every_namespace) {
   impl_->service.every_namespace_ = every_namespace;

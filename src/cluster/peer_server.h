@@ -25,6 +25,7 @@ class Inventory;
 class GlobalIndex;
 class GrantTable;
 class RemoteFetcher;
+class LiveMembers;
 class Store;
 struct PeerCredentials;
 
@@ -47,6 +48,9 @@ class PeerServer {
   void SetInventory(Inventory* inventory);
   // The source grants' owner side, Authorize and Release (before Start; may be null).
   void SetGrants(GrantTable* grants);
+  // Drain requests (DrainList, Pull, Drop) are served only to a caller that
+  // is a live member (before Start; null: to anyone).
+  void SetMembers(const LiveMembers* members);
   // Drain jobs' participant side (before Start): DrainList and Drop on
   // `store`, Pull through `fetcher` (answering `store`'s fence); Drop first
   // waits (bounded) until `index`'s view of the pulling target covers that

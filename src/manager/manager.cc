@@ -81,6 +81,7 @@ Status Manager::WireRemoteReads() {
   go.budget_bytes = cl.transfer_budget;
   go.grant_timeout_ms = cl.grant_timeout_ms;
   go.admitting = [mem] { return mem->admitting(); };
+  go.members = &live_members_;
   grants_ = std::make_unique<GrantTable>(go, store_.get());
   transfer::DataServerOptions dso;
   dso.listen = cl.data_addr;
@@ -170,6 +171,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     io.runtime_uuid = mem->runtime_uuid();
     io.epoch = [mem] { return mem->epoch(); };
     io.admitting = [mem] { return mem->admitting(); };
+    io.members = &m->live_members_;
     io.coalesce_ms = cfg.cluster.coalesce_ms;
     io.stall_ms = cfg.cluster.stall_ms;
     io.scope_kind = cfg.cluster.scope_kind;
@@ -180,7 +182,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     Inventory* inv = m->inventory_.get();
     RemoteFetcher* fetcher = m->fetcher_.get();
     GrantTable* grants = m->grants_.get();
-    mem->SetListener([inv, fetcher, grants](const std::vector<MemberView>& members) {
+    LiveMembers* live_members = &m->live_members_;
+    mem->SetListener([inv, fetcher, grants, live_members](const std::vector<MemberView>& members) {
+      live_members->Set(members);  // before anything that could serve a newcomer
       inv->SetMembers(members);
       fetcher->SetMembers(members);
       std::set<std::string> live;
@@ -232,6 +236,7 @@ Status Manager::Start() {
     });
     peer_server_->SetInventory(inventory_.get());
     peer_server_->SetGrants(grants_.get());
+    peer_server_->SetMembers(&live_members_);
     peer_server_->SetDrainParticipant(store_.get(), fetcher_.get(), index_.get(),
                                       config_.cluster.scope_kind == "all");
     membership_->set_rest_url(rest_->url());

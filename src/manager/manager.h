@@ -24,6 +24,7 @@
 #include "cluster/grants.h"
 #include "cluster/ha_state.h"
 #include "cluster/inventory.h"
+#include "cluster/live_members.h"
 #include "cluster/membership.h"
 #include "cluster/peer_credentials.h"
 #include "cluster/peer_server.h"
@@ -80,6 +81,7 @@ class Manager {
   std::unique_ptr<MetadataStore> metadata_;
   StandaloneHaState standalone_ha_;
   std::unique_ptr<etcd::Client> etcd_;
+  LiveMembers live_members_;  // peer requests are served to these only (set by membership_)
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<PeerServer> peer_server_;
   std::unique_ptr<GlobalIndex> index_;

@@ -85,6 +85,13 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(mem->epoch()));
     std::printf("peer api on %s%s\n", config->cluster.addr.c_str(),
                 config->cluster.peer_tls_cert.empty() ? "" : " (mutual TLS)");
+    if (config->cluster.peer_tls_cert.empty()) {
+      spdlog::warn(
+          "the peer plane (--addr, --data-addr) is plaintext and unauthenticated: anyone who can "
+          "reach those ports can read this manager's objects, and impersonate a live member "
+          "(its names are in etcd) to list or drain them; run it on a trusted network, or set "
+          "--peer-tls-cert/--peer-tls-key/--peer-tls-ca");
+    }
   }
   std::fflush(stdout);
 
