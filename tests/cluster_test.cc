@@ -241,11 +241,26 @@ TEST(Cluster, LosingOneEtcdMemberWithQuorumKeptGoesUnnoticed) {
   EXPECT_EQ(put->body, "metadata updated");
 }
 
-TEST(Cluster, QuorumLossFencesAfterValidityAndLocalServiceContinues) {
+// This manager's record as its own member list shows it (null when absent).
+Json SelfRecord(const ManagerProcess& m, const std::string& id) {
+  const Json members = GetJson(m, "/cluster/members");
+  for (const Json& e : members.value("members", Json::array())) {
+    if (e.value("node_id", "") == id) return e;
+  }
+  return Json();
+}
+
+TEST(Cluster, QuorumLossFencesThenANewIncarnationJoinsKeepingTheContents) {
   EtcdCluster etcd(3);
   const std::string cluster = UniqueCluster();
   Node a = StartNode(etcd.endpoints(), cluster, "a", {}, kTtl3);
+  Node b = StartNode(etcd.endpoints(), cluster, "b", {}, kTtl3);
   ASSERT_TRUE(LocalRoundTrip(*a.proc, "before").ok());
+  ASSERT_TRUE(WaitFor([&] { return !SelfRecord(*a.proc, "a").is_null(); }));
+  const Json first = SelfRecord(*a.proc, "a");
+  auto cb = Client::Connect(b.proc->uds());
+  ASSERT_TRUE(cb.ok());
+  ASSERT_TRUE(WaitFor([&] { return (*cb)->Exist("before").ok(); }));
   etcd.Kill(1);
   etcd.Kill(2);  // no quorum: updates and keepalives stop
   ASSERT_TRUE(
@@ -256,20 +271,37 @@ TEST(Cluster, QuorumLossFencesAfterValidityAndLocalServiceContinues) {
   EXPECT_EQ(GetJson(*a.proc, "/leader")["present"], false);
   EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_fenced"), 1);
   EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_registered"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_membership_state{state=\"fenced\"}"), 1);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_membership_fences_total"), 1);
   // Local DRAM service goes on, old objects included.
   EXPECT_TRUE(LocalRoundTrip(*a.proc, "after").ok());
-  // Quorum back: a fenced registration never revives.
+  // Quorum back: the fenced registration is not revived; a new incarnation
+  // of the same process registers (a new runtime UUID, the next epoch).
   etcd.Restart(1);
   etcd.Restart(2);
   ASSERT_TRUE(WaitFor([&] { return etcd.Healthy(0) && etcd.Healthy(1); }, 20000));
-  auto kv = EtcdFor(etcd);
+  ASSERT_TRUE(
+      WaitFor([&] { return GetText(*a.proc, "/ha_status") == "serving"; }, 3 * kTtl3 * 1000));
+  ASSERT_TRUE(WaitFor([&] {
+    const Json now = SelfRecord(*a.proc, "a");
+    return !now.is_null() && now["runtime_uuid"] != first["runtime_uuid"];
+  }));
+  const Json second = SelfRecord(*a.proc, "a");
+  EXPECT_EQ(second["epoch"].get<uint64_t>(), first["epoch"].get<uint64_t>() + 1);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_membership_rejoins_total"), 1);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_membership_state{state=\"registered\"}"), 1);
+  EXPECT_GT(testing::ScrapeMetric(*a.proc, "tierkv_membership_last_rejoin_timestamp_seconds"), 0);
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_cluster_fenced"), 0);
+  // DRAM contents kept, and the other manager reads them remotely again.
+  auto ca = Client::Connect(a.proc->uds());
+  ASSERT_TRUE(ca.ok());
+  EXPECT_TRUE((*ca)->Get("before").ok());
   EXPECT_TRUE(WaitFor(
       [&] {
-        auto r = kv->Get("/tierkv/v1/" + cluster + "/members/a");
-        return r.ok() && r->kvs.empty();
+        Result<std::string> v = (*cb)->Get("after");
+        return v.ok() && *v == std::string(4096, 'v');
       },
       3 * kTtl3 * 1000));
-  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "standby");
   EXPECT_EQ(a.proc->Stop(SIGTERM), 0);
 }
 
@@ -280,7 +312,7 @@ TEST(Cluster, APartitionFromEtcdFencesThatManagerOnlyBlackholeAndReset) {
   FaultProxy to_c(etcd.client_addr(0));
   Node a = StartNode(to_a.addr(), cluster, "a");
   Node b = StartNode(etcd.endpoints(), cluster, "b");
-  Node c = StartNode(to_c.addr(), cluster, "c");
+  Node c = StartNode(to_c.addr(), cluster, "c", {"--on-fence", "exit"});
   const std::set<std::string> all = {"a", "b", "c"};
   ASSERT_TRUE(WaitFor([&] { return MemberIds(*b.proc) == all; }));
 
@@ -297,11 +329,19 @@ TEST(Cluster, APartitionFromEtcdFencesThatManagerOnlyBlackholeAndReset) {
       WaitFor([&] { return MemberIds(*b.proc) == std::set<std::string>{"b"}; }, 3 * kTtl * 1000));
   EXPECT_EQ(GetText(*b.proc, "/ha_status"), "serving");
   EXPECT_EQ(GetText(*b.proc, "/role"), "leader");
-  // Healing the partition does not revive them.
+  // Healing the partition does not revive the fenced registrations: a joins
+  // again as a new incarnation; c, started with --on-fence exit, exited with
+  // status 3 for its supervisor to restart it.
   to_a.SetMode(FaultProxy::Mode::kPass);
   to_c.SetMode(FaultProxy::Mode::kPass);
-  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "standby");
-  EXPECT_EQ(MemberIds(*b.proc), std::set<std::string>{"b"});
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return MemberIds(*b.proc) == std::set<std::string>{"a", "b"};
+      },
+      4 * kTtl * 1000));
+  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "serving");
+  EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_membership_rejoins_total"), 1);
+  EXPECT_EQ(c.proc->Stop(SIGTERM), 3);
 }
 
 // Resident memory of a process, in bytes (0 when it cannot be read).

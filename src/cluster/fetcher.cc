@@ -375,7 +375,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   a.ticket = NewTicket();
   peer::AuthorizeRequest req;
   req.set_requester_node(options_.node_id);
-  req.set_requester_uuid(options_.runtime_uuid);
+  req.set_requester_uuid(runtime_id_.Get());
   req.set_expect_owner_uuid(peer.uuid);
   req.set_ticket(a.ticket);
   for (const Item* it : seg.items) {
@@ -520,7 +520,7 @@ void RemoteFetcher::ReleaserLoop() {
 
 void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {
   peer::ReleaseRequest req;
-  req.set_requester_uuid(options_.runtime_uuid);
+  req.set_requester_uuid(runtime_id_.Get());
   req.set_ticket(ticket);
   peer::ReleaseResponse resp;
   grpc::ClientContext ctx;

@@ -61,6 +61,7 @@
 #include "cluster/grants.h"
 #include "cluster/ha_state.h"
 #include "cluster/peer_limits.h"
+#include "cluster/runtime_id.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -107,6 +108,9 @@ class RemoteFetcher {
 
   // The live members (their peer and data endpoints). Never blocks for long.
   void SetMembers(const std::vector<MemberView>& members);
+  // This requester joined again as a new incarnation: its authorizations
+  // name `uuid` from now on.
+  void SetRuntimeUuid(const std::string& uuid) { runtime_id_.Set(uuid); }
 
   // Brings the keys of `tenant` held by other managers into the local store.
   // One status per key, in order: OK when the key is now local (fetched, or
@@ -198,6 +202,7 @@ class RemoteFetcher {
   void ReleaseSlot(Peer& peer);
 
   const FetcherOptions options_;
+  RuntimeId runtime_id_{options_.runtime_uuid};  // the requester's incarnation now
   Store* const store_;
   const GlobalIndex* const index_;
   transfer::DataTransport* const transport_;

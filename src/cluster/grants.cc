@@ -118,9 +118,9 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(
   if (options_.members != nullptr) {
     if (Status st = options_.members->Check(node, uuid); !st.ok()) return refuse(st);
   }
-  if (expect_owner_uuid != options_.runtime_uuid) {
-    return refuse(NotFound("this manager is runtime " + options_.runtime_uuid + ", not " +
-                           expect_owner_uuid + ": the index entry is stale"));
+  if (const std::string self = runtime_id_.Get(); expect_owner_uuid != self) {
+    return refuse(NotFound("this manager is runtime " + self + ", not " + expect_owner_uuid +
+                           ": the index entry is stale"));
   }
   if (ticket == 0) return refuse(InvalidArgument("ticket 0 is not a ticket"));
   if (items.empty()) return refuse(InvalidArgument("nothing to authorize"));

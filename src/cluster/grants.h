@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "cluster/live_members.h"
+#include "cluster/runtime_id.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -118,6 +119,12 @@ class GrantTable final : public transfer::GrantSource {
   // Ends the grants of requesters whose runtime UUID is not in `live` (they
   // left the cluster). Returns how many.
   size_t ReleaseDeparted(const std::set<std::string>& live);
+  // This owner joined again as a new incarnation: authorizations must name
+  // `uuid` from now on, and every grant of the old one ends.
+  void SetRuntimeUuid(const std::string& uuid) {
+    runtime_id_.Set(uuid);
+    ReleaseDeparted({});
+  }
   // Ends the grants past their deadline. Returns how many.
   size_t ExpireDue();
 
@@ -142,6 +149,7 @@ class GrantTable final : public transfer::GrantSource {
   void ReaperLoop();
 
   const GrantOptions options_;
+  RuntimeId runtime_id_{options_.runtime_uuid};  // this owner's incarnation now
   Store* const store_;
   Clock* const clock_;
   std::atomic<uint64_t> reserved_{0};

@@ -211,6 +211,22 @@ TEST_F(GrantsTest, OnlyLiveMembersAreGranted) {
   EXPECT_EQ(Ask(12, {{"t", "k", g}}).status().code(), Code::kNotFound);
 }
 
+// A new incarnation of the owner (a rejoin after a fence): every grant of the
+// old one ends, and authorizations must name the new runtime UUID.
+TEST_F(GrantsTest, ANewIncarnationEndsEveryOldGrant) {
+  GrantTable& t = Table();
+  const uint64_t g = Put("k", 100, 'a');
+  ASSERT_TRUE(Ask(1, {{"t", "k", g}}).ok());
+  ASSERT_EQ(t.Stats().sessions, 1u);
+  t.SetRuntimeUuid("owner-uuid-2");
+  EXPECT_EQ(t.Stats().sessions, 0u);
+  EXPECT_EQ(t.Stats().reserved_bytes, 0u);
+  EXPECT_EQ(Ask(2, {{"t", "k", g}}).status().code(), Code::kNotFound);  // names the old one
+  EXPECT_TRUE(
+      t.Authorize("req", "req-1", "owner-uuid-2", 3, std::vector<GrantRequestItem>{{"t", "k", g}})
+          .ok());
+}
+
 // One requester holds at most max_per_requester grants; others still get
 // theirs. Refused calls (a live ticket, too many) do not make the table
 // forget what the requester holds: it still waits for its own releases when

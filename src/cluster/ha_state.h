@@ -62,6 +62,9 @@ struct ClusterStats {
   uint64_t watch_reconnects = 0;
   uint64_t watch_compactions = 0;
   uint64_t watch_resyncs = 0;
+  uint64_t fences = 0;              // registrations fenced since start
+  uint64_t rejoins = 0;             // new incarnations registered after a fence
+  int64_t last_rejoin_unix_ms = 0;  // 0: never
 };
 
 class HaStateProvider {

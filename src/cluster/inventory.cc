@@ -114,9 +114,9 @@ void Inventory::Serve(ServeContext& c) {
     return;
   }
   if (!c.request->expect_owner_uuid().empty() &&
-      c.request->expect_owner_uuid() != options_.runtime_uuid) {
+      c.request->expect_owner_uuid() != runtime_id_.Get()) {
     c.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            "this address now serves runtime " + options_.runtime_uuid);
+                            "this address now serves runtime " + runtime_id_.Get());
     return;
   }
   const std::string requester = c.request->requester_node();
@@ -175,7 +175,7 @@ void Inventory::Serve(ServeContext& c) {
   };
   peer::InventoryFrame begin;
   begin.mutable_begin()->set_owner_node(options_.node_id);
-  begin.mutable_begin()->set_owner_uuid(options_.runtime_uuid);
+  begin.mutable_begin()->set_owner_uuid(runtime_id_.Get());
   begin.mutable_begin()->set_epoch(options_.epoch ? options_.epoch() : 0);
   if (!write(begin)) return;
 
@@ -337,7 +337,7 @@ class Inventory::Follower {
     last_frame_ns_.store(SteadyNanos());  // the wait for the first frame counts too
     peer::InventoryRequest req;
     req.set_requester_node(inv_->options_.node_id);
-    req.set_requester_uuid(inv_->options_.runtime_uuid);
+    req.set_requester_uuid(inv_->runtime_id_.Get());
     req.set_expect_owner_uuid(owner_.runtime_uuid);
     const std::string& kind = inv_->options_.scope_kind;
     req.mutable_scope()->set_kind(kind == "exact"   ? peer::Scope::EXACT
@@ -502,8 +502,14 @@ void Inventory::Reconcile() {
     changed_ = false;
     const std::vector<MemberView> members = wanted_;
     std::vector<std::unique_ptr<Follower>> retired;
+    const bool restart = std::exchange(restart_followers_, false);
     for (auto it = followers_.begin(); it != followers_.end();) {
       bool keep = false;
+      if (restart) {
+        retired.push_back(std::move(it->second));
+        it = followers_.erase(it);
+        continue;
+      }
       for (const MemberView& m : members) {
         keep |= m.node_id == it->first && m.runtime_uuid == it->second->owner().runtime_uuid;
       }
@@ -522,6 +528,20 @@ void Inventory::Reconcile() {
     retired.clear();  // joined outside the lock
     lock.lock();
   }
+}
+
+void Inventory::SetRuntimeUuid(const std::string& uuid) {
+  runtime_id_.Set(uuid);
+  {
+    std::lock_guard lock(served_mu_);
+    for (auto& [node, served] : served_) served.cancel();  // streams of the old incarnation
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    restart_followers_ = true;  // they name the requester's incarnation
+    changed_ = true;
+  }
+  cv_.notify_all();
 }
 
 void Inventory::Stop() {

@@ -38,6 +38,7 @@
 #include "cluster/global_index.h"
 #include "cluster/ha_state.h"
 #include "cluster/live_members.h"
+#include "cluster/runtime_id.h"
 #include "store/store.h"
 
 namespace tierkv {
@@ -95,6 +96,10 @@ class Inventory {
   void SetMembers(const std::vector<MemberView>& members);
   // Ends every stream (owner and requester side) and joins the followers.
   void Stop();
+  // This manager joined again as a new incarnation: the streams it serves end
+  // (their requesters reconnect to the new one), and its followers start
+  // again naming the new runtime UUID. Never blocks.
+  void SetRuntimeUuid(const std::string& uuid);
 
   InventoryStats Stats() const;
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
@@ -108,6 +113,7 @@ class Inventory {
   friend class Follower;
 
   const InventoryOptions options_;
+  RuntimeId runtime_id_{options_.runtime_uuid};  // this manager's incarnation now
   Store* const store_;
   GlobalIndex* const index_;
   const std::unique_ptr<DeltaEncoder> encoder_;  // owner side: every stream's changes
@@ -118,6 +124,7 @@ class Inventory {
   std::condition_variable cv_;
   std::vector<MemberView> wanted_;  // the latest member list (mu_)
   bool changed_ = false;
+  bool restart_followers_ = false;                              // every follower starts again (mu_)
   std::map<std::string, std::unique_ptr<Follower>> followers_;  // node -> follower (mu_)
   // Owner side: the stream served to each requester node (served_mu_).
   struct Served {

@@ -184,7 +184,7 @@ std::string Membership::MemberRecord() const {
   return j.dump();
 }
 
-Status Membership::Register() {
+Status Membership::RegisterIncarnation() {
   const int64_t sent = clock_->NowNanos();
   Result<etcd::LeaseGrant> lease = client_->GrantLease(options_.ttl_secs);
   if (!lease.ok()) return lease.status();
@@ -192,6 +192,7 @@ Status Membership::Register() {
   granted_ttl_ = lease->ttl_secs;
   const std::string member_key = Key("members/" + options_.node_id);
   const std::string epoch_key = Key("epochs/" + options_.node_id);
+  const std::string uuid = runtime_uuid();
   registered_at_ms_ = clock_->NowUnixMillis();
   Status outcome = Status(Code::kUnavailable, "registration did not settle");
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -221,7 +222,7 @@ Status Membership::Register() {
     }
     if (!r->gets.empty() && !r->gets[0].kvs.empty()) {
       std::optional<MemberView> live = ParseMember(r->gets[0].kvs[0].value);
-      if (live && live->runtime_uuid == runtime_uuid_) {  // our own retried write
+      if (live && live->runtime_uuid == uuid) {  // our own retried write
         outcome = Status::Ok();
         break;
       }
@@ -239,8 +240,13 @@ Status Membership::Register() {
   }
   valid_until_.store(sent + granted_ttl_ * 1000000000 / 2, std::memory_order_release);
   registered_.store(true, std::memory_order_release);
-  spdlog::info("cluster {}: registered node {} (rank {}, epoch {}, lease {:x}, TTL {} s)",
-               options_.cluster, options_.node_id, rank_, epoch_.load(), lease_id_, granted_ttl_);
+  spdlog::info(
+      "cluster {}: registered node {} (rank {}, epoch {}, runtime {}, lease {:x}, TTL {} s)",
+      options_.cluster, options_.node_id, rank_, epoch_.load(), uuid, lease_id_, granted_ttl_);
+  return Status::Ok();
+}
+
+void Membership::StartIncarnation() {
   keeper_.Start(lease_id_, granted_ttl_,
                 {[this](int64_t sent_at, int64_t ttl) {
                    if (fenced_.load(std::memory_order_acquire)) return;
@@ -250,6 +256,17 @@ Status Membership::Register() {
                    }
                  },
                  [this] { Fence("etcd reports the lease gone"); }});
+  campaign_ = std::thread([this] { Campaign(); });
+}
+
+void Membership::StopIncarnation() {
+  keeper_.Stop();  // let the lease expire: peers see us leave
+  if (campaign_.joinable()) campaign_.join();
+}
+
+Status Membership::Register() {
+  if (Status st = RegisterIncarnation(); !st.ok()) return st;
+  StartIncarnation();
   watcher_.Start({[this](const auto& kvs, int64_t rev) {
                     ApplyReset(kvs, rev);
                     Notify();
@@ -259,8 +276,45 @@ Status Membership::Register() {
                     Notify();
                   }});
   monitor_ = std::thread([this] { Monitor(); });
-  campaign_ = std::thread([this] { Campaign(); });
   return Status::Ok();
+}
+
+Status Membership::Rejoin() {
+  // Whatever of the fenced incarnation etcd still holds goes first: its lease
+  // (with its campaign key) and its member record, if still bound to it.
+  const int64_t old_lease = lease_id_;
+  const std::string member_key = Key("members/" + options_.node_id);
+  Result<etcd::TxnResult> gone =
+      client_->Txn({Compare{member_key, Compare::kLease, Compare::kEqual, old_lease, ""}},
+                   {Op{Op::kDelete, member_key, "", 0, false}}, {});
+  if (!gone.ok()) return gone.status();  // etcd does not answer yet
+  (void)client_->RevokeLease(old_lease);
+  const std::string uuid = RandomUuid();
+  {
+    std::lock_guard lock(id_mu_);
+    runtime_uuid_ = uuid;
+  }
+  // Before the record names it: nothing of the old incarnation survives it.
+  if (incarnation_listener_) incarnation_listener_(uuid);
+  if (Status st = RegisterIncarnation(); !st.ok()) return st;
+  {
+    std::lock_guard lock(mu_);
+    // Shutting down meanwhile: Leave revokes the new lease with its record.
+    if (stopping_) return Status(Code::kUnavailable, "stopping");
+    leader_key_.reset();  // the old incarnation's, gone with its lease
+    elected_.store(false, std::memory_order_release);
+    fenced_.store(false, std::memory_order_release);
+  }
+  rejoins_.fetch_add(1, std::memory_order_relaxed);
+  last_rejoin_ms_.store(clock_->NowUnixMillis(), std::memory_order_relaxed);
+  spdlog::warn("cluster {}: node {} joined again as a new incarnation (runtime {}, epoch {})",
+               options_.cluster, options_.node_id, uuid, epoch_.load());
+  StartIncarnation();
+  return Status::Ok();
+}
+
+MembershipCounters Membership::counters() const {
+  return {fences_.load(), rejoins_.load(), last_rejoin_ms_.load()};
 }
 
 bool Membership::ValidAt(int64_t now) const {
@@ -273,17 +327,24 @@ bool Membership::admitting() const { return ValidAt(clock_->NowNanos()); }
 void Membership::Fence(const char* why) {
   if (fenced_.exchange(true, std::memory_order_acq_rel)) return;
   elected_.store(false, std::memory_order_release);
-  spdlog::warn(
-      "cluster {}: registration of node {} fenced ({}); serving local DRAM/SSD only, "
-      "restart to join again",
-      options_.cluster, options_.node_id, why);
+  fences_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::error(
+      "cluster {}: registration of node {} (runtime {}) fenced ({}); serving local DRAM/SSD "
+      "only, {}",
+      options_.cluster, options_.node_id, runtime_uuid(), why,
+      options_.rejoin ? "joining again as a new incarnation once etcd answers"
+                      : "not joining again (rejoin is off)");
+  if (fence_listener_) fence_listener_();
   cv_.notify_all();
 }
 
-// Turns an expired validity into a fence (sticky) and stops what a fenced
-// registration must not keep doing.
+// Turns an expired validity into a fence (sticky), stops what a fenced
+// registration must not keep doing, and with `rejoin` registers a new
+// incarnation once etcd answers again.
 void Membership::Monitor() {
   std::unique_lock<std::mutex> lock(mu_);
+  bool stopped = false;  // the fenced incarnation's keepalive and campaign are stopped
+  int64_t next_try = 0;
   while (!stopping_) {
     cv_.wait_for(lock, std::chrono::milliseconds(100));
     if (stopping_) break;
@@ -292,10 +353,25 @@ void Membership::Monitor() {
       Fence("the lease was not renewed within half its TTL");
       lock.lock();
     }
-    if (fenced_.load()) break;
+    if (!fenced_.load() || stopping_) continue;
+    if (!stopped) {
+      lock.unlock();
+      StopIncarnation();
+      lock.lock();
+      stopped = true;
+    }
+    const int64_t now = clock_->NowNanos();
+    if (!options_.rejoin || stopping_ || now < next_try) continue;
+    lock.unlock();
+    const Status st = Rejoin();
+    lock.lock();
+    if (st.ok()) {
+      stopped = false;
+    } else {
+      next_try = now + options_.rejoin_retry_ms * 1'000'000;
+      spdlog::debug("cluster {}: not joined again yet: {}", options_.cluster, st.ToString());
+    }
   }
-  lock.unlock();
-  if (fenced_.load()) keeper_.Stop();  // let the lease expire: peers see us leave
 }
 
 void Membership::Campaign() {
@@ -450,6 +526,9 @@ ClusterStats Membership::Stats() const {
   s.watch_reconnects = watcher_.reconnects();
   s.watch_compactions = watcher_.compactions();
   s.watch_resyncs = watcher_.resyncs();
+  s.fences = fences_.load();
+  s.rejoins = rejoins_.load();
+  s.last_rejoin_unix_ms = last_rejoin_ms_.load();
   return s;
 }
 

@@ -15,9 +15,14 @@
 // the member record bound to the lease, only if no live member has this node id.
 // The registration is valid until (send time of the last acknowledged lease
 // request) + TTL/2. Once that passes, or etcd says the lease is gone, the
-// registration is fenced for good: admitting() is false from then on, the
-// keepalive and campaign stop, and only a restart (a new incarnation) joins
-// again. Local DRAM/SSD service is not affected by any of this.
+// registration is fenced for good: admitting() is false from then on and the
+// keepalive and campaign stop. A fenced registration never revives; with
+// `rejoin` (the default) the process registers a new incarnation as soon as
+// etcd answers again: a new runtime UUID (the incarnation listener hears it
+// first, so grants, streams and fetches of the old one end), the next epoch,
+// a new lease and member record; the old lease is revoked and its record
+// deleted. Local DRAM/SSD service, and its contents, are not affected by any
+// of this.
 //
 // The member list comes from a watch of the prefix (with periodic re-reads, see
 // etcd/watcher.h); a member whose record disappears is gone from Members() at
@@ -59,6 +64,15 @@ struct MembershipOptions {
   std::optional<uint32_t> rank;       // --rank; otherwise the lowest free, kept per node id
   int64_t resync_ms = 5000;           // periodic re-read of the prefix
   int64_t compact_every_ms = 300000;  // coordinator: compact history older than this
+  bool rejoin = true;                 // re-register a new incarnation after a fence
+  int64_t rejoin_retry_ms = 1000;     // between attempts while etcd does not answer
+};
+
+// What the membership has been through, for /metrics.
+struct MembershipCounters {
+  uint64_t fences = 0;
+  uint64_t rejoins = 0;
+  int64_t last_rejoin_unix_ms = 0;  // 0: never
 };
 
 class Membership final : public HaStateProvider {
@@ -105,7 +119,12 @@ class Membership final : public HaStateProvider {
   uint32_t rank() const { return rank_; }
   const std::string& node_id() const { return options_.node_id; }
   uint64_t epoch() const { return epoch_.load(); }
-  const std::string& runtime_uuid() const { return runtime_uuid_; }
+  // This incarnation's runtime UUID (a new one after each rejoin).
+  std::string runtime_uuid() const {
+    std::lock_guard lock(id_mu_);
+    return runtime_uuid_;
+  }
+  MembershipCounters counters() const;
   const std::string& cluster_uuid() const { return cluster_uuid_; }
 
   // Called with the whole member list after every change the watch applies
@@ -113,6 +132,15 @@ class Membership final : public HaStateProvider {
   void SetListener(std::function<void(const std::vector<MemberView>&)> listener) {
     listener_ = std::move(listener);
   }
+  // Called with the new runtime UUID when a fenced process rejoins, before the
+  // new incarnation's record is written (on the monitor thread; it may block
+  // briefly). Set before Register.
+  void SetIncarnationListener(std::function<void(const std::string&)> listener) {
+    incarnation_listener_ = std::move(listener);
+  }
+  // Called once per fence (on the thread that fences; it must not block).
+  // Set before Register.
+  void SetFenceListener(std::function<void()> listener) { fence_listener_ = std::move(listener); }
 
   HaState Get() const override;
   ClusterView Members() const override;
@@ -126,6 +154,15 @@ class Membership final : public HaStateProvider {
   std::string MemberRecord() const;
   bool ValidAt(int64_t now) const;  // registered, not fenced, before validity
   void Fence(const char* why);
+  // A lease, then the epoch advanced and the member record written (one
+  // transaction, only if no live member has this node id).
+  Status RegisterIncarnation();
+  // The keepalive and the campaign of the registration just made; stopped
+  // again (StopIncarnation) once it is fenced.
+  void StartIncarnation();
+  void StopIncarnation();
+  // After a fence: a new incarnation, once etcd answers.
+  Status Rejoin();
   void Monitor();
   void Campaign();
   void ApplyReset(const std::vector<etcd::KeyValue>& kvs, int64_t revision);
@@ -137,7 +174,8 @@ class Membership final : public HaStateProvider {
   const std::string prefix_;
   etcd::Client* const client_;
   const Clock* const clock_;
-  const std::string runtime_uuid_;
+  mutable std::mutex id_mu_;
+  std::string runtime_uuid_;  // id_mu_
   std::string cluster_uuid_;
   uint32_t rank_ = 0;
   std::atomic<uint64_t> epoch_{0};
@@ -155,6 +193,10 @@ class Membership final : public HaStateProvider {
   etcd::Watcher watcher_;
 
   std::function<void(const std::vector<MemberView>&)> listener_;
+  std::function<void(const std::string&)> incarnation_listener_;
+  std::function<void()> fence_listener_;
+  std::atomic<uint64_t> fences_{0}, rejoins_{0};
+  std::atomic<int64_t> last_rejoin_ms_{0};
   void Notify();  // calls listener_ with the current list (view_mu_ not held)
 
   mutable std::mutex view_mu_;

@@ -175,7 +175,19 @@ constexpr Family kClMembers{"tierkv_cluster_members", "gauge",
 constexpr Family kClRegistered{"tierkv_cluster_registered", "gauge",
                                "1 while this manager's registration is valid (remote admission)"};
 constexpr Family kClFenced{"tierkv_cluster_fenced", "gauge",
-                           "1 once the registration is fenced (local service only until restart)"};
+                           "1 while the registration is fenced (local service only until this "
+                           "manager joins again as a new incarnation, or restarts)"};
+constexpr Family kClState{"tierkv_membership_state", "gauge",
+                          "1 for this manager's membership state: starting, registered (valid), "
+                          "unknown (registered, validity lapsed, not fenced yet), fenced"};
+constexpr Family kClFences{"tierkv_membership_fences_total", "counter",
+                           "Registrations fenced since start"};
+constexpr Family kClRejoins{"tierkv_membership_rejoins_total", "counter",
+                            "New incarnations registered after a fence (same process, DRAM and "
+                            "SSD kept)"};
+constexpr Family kClLastRejoin{"tierkv_membership_last_rejoin_timestamp_seconds", "gauge",
+                               "When this manager last joined again as a new incarnation (0: "
+                               "never)"};
 constexpr Family kClValidity{"tierkv_cluster_registration_validity_seconds", "gauge",
                              "Seconds of registration validity left (0 when not valid)"};
 constexpr Family kClCoordinator{"tierkv_cluster_coordinator", "gauge",
@@ -606,6 +618,15 @@ std::string RenderPrometheus(const MetricsSnapshot& s) {
     w.One(kClMembers, c.members);
     w.One(kClRegistered, c.registered && !c.fenced && c.validity_seconds > 0);
     w.One(kClFenced, c.fenced);
+    const bool valid = c.registered && !c.fenced && c.validity_seconds > 0;
+    w.ByLabel(kClState, "state",
+              {{"starting", !c.registered && !c.fenced},
+               {"registered", valid},
+               {"unknown", c.registered && !c.fenced && !valid},
+               {"fenced", c.fenced}});
+    w.One(kClFences, c.fences);
+    w.One(kClRejoins, c.rejoins);
+    w.One(kClLastRejoin, static_cast<uint64_t>(c.last_rejoin_unix_ms / 1000));
     w.Head(kClValidity);
     w.SampleF(kClValidity.name, "", c.validity_seconds);
     w.One(kClCoordinator, c.coordinator);

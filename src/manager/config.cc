@@ -380,6 +380,11 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--peer-idle-timeout-ms", cl.peer_idle_timeout_ms,
                  "cluster mode: a peer connection that moves no byte either way this long is "
                  "closed");
+  app.add_option("--on-fence", cl.on_fence,
+                 "cluster mode: after the registration is fenced (etcd unreachable for half the "
+                 "TTL), rejoin (register a new incarnation in this process once etcd answers, "
+                 "keeping DRAM and SSD) or exit (status 3, for a supervisor to restart it)")
+      ->check(CLI::IsMember({"rejoin", "exit"}));
   app.add_option("--inventory-stall-ms", cl.stall_ms,
                  "cluster mode: an inventory stream that brings no frame (not even the owner's "
                  "heartbeat, sent every second) for this long is dropped and that owner's view "

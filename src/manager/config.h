@@ -37,6 +37,7 @@ struct ClusterConfig {
   uint64_t index_budget = 256ull << 20;            // global index: active + staging views
   int64_t coalesce_ms = 0;                         // owner: quiet window that batches deltas
   int64_t stall_ms = 3000;                         // requester: a silent stream is dropped
+  std::string on_fence = "rejoin";                 // rejoin (new incarnation) | exit (code 3)
   uint32_t peer_max_connections = 1024;            // peer gRPC port: connections open at once
   int64_t peer_handshake_timeout_ms = 5000;        // a peer connection's first byte, after accept
   int64_t peer_idle_timeout_ms = 300000;           // a peer connection moving no byte is closed

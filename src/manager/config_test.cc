@@ -188,6 +188,7 @@ TEST(Config, ClusterModeFlags) {
   EXPECT_EQ(c->cluster.advertise_addr, "10.0.0.1:50055");  // defaults to --addr
   EXPECT_EQ(c->cluster.ttl_secs, 12);
   EXPECT_EQ(c->cluster.stall_ms, 3000);
+  EXPECT_EQ(c->cluster.on_fence, "rejoin");
   EXPECT_FALSE(c->cluster.rank_given);
   auto ranked = Parse({"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--rank", "3",
                        "--peer-advertise-addr", "proxy:9"});
@@ -268,6 +269,8 @@ TEST(Config, InvalidClusterFlagsNameTheOption) {
        "--inventory-stall-ms"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--peer-max-connections", "1"},
        "--peer-max-connections"},
+      {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--on-fence", "retry"},
+       "--on-fence"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--peer-handshake-timeout-ms", "0"},
        "--peer-handshake-timeout-ms"},
       {{"--etcd-endpoints", "e:2379", "--addr", "127.0.0.1:1", "--peer-idle-timeout-ms", "10"},

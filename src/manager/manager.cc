@@ -1,6 +1,8 @@
 #include "manager/manager.h"
 
 #include <sched.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -59,6 +61,7 @@ Status Manager::PrepareCluster() {
   mo.data_endpoint = cl.data_addr;
   mo.rest_url = config_.rest.url;
   mo.ttl_secs = cl.ttl_secs;
+  mo.rejoin = cl.on_fence == "rejoin";
   if (cl.rank_given) mo.rank = config_.server.rank;
   membership_ = std::make_unique<Membership>(mo, etcd_.get(), RealClock());
   Result<uint32_t> rank = membership_->Prepare();
@@ -191,6 +194,19 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
       for (const MemberView& v : members) live.insert(v.runtime_uuid);
       grants->ReleaseDeparted(live);  // a requester that left holds nothing here
     });
+    // A new incarnation after a fence: nothing of the old one survives it.
+    mem->SetIncarnationListener([inv, fetcher, grants](const std::string& uuid) {
+      grants->SetRuntimeUuid(uuid);
+      fetcher->SetRuntimeUuid(uuid);
+      inv->SetRuntimeUuid(uuid);
+    });
+    if (cfg.cluster.on_fence == "exit") {
+      Manager* self = m.get();
+      mem->SetFenceListener([self] {
+        self->exiting_for_fence_.store(true);
+        kill(getpid(), SIGTERM);  // main's sigwait stops the manager, then exits 3
+      });
+    }
     m->index_view_ = std::make_unique<ClusterIndexAdapter>(
         m->index_.get(), inv, mem, cfg.cluster.scope_kind, cfg.cluster.scope_namespaces);
     index_view = m->index_view_.get();

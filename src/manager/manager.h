@@ -13,6 +13,7 @@
 #ifndef TIERKV_MANAGER_MANAGER_H_
 #define TIERKV_MANAGER_MANAGER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -62,6 +63,9 @@ class Manager {
   // Why the configured SSD tier could not be opened ("" when it was, or when
   // none is configured). The manager then serves from DRAM alone.
   const std::string& ssd_error() const { return ssd_error_; }
+  // With --on-fence exit: the registration was fenced and the process was
+  // asked to stop (SIGTERM to itself); it should exit with status 3.
+  bool exiting_for_fence() const { return exiting_for_fence_.load(); }
   RestServer& rest() { return *rest_; }
   // Null in standalone mode.
   Membership* membership() { return membership_.get(); }
@@ -100,6 +104,7 @@ class Manager {
   std::unique_ptr<IndexCatalog> catalog_;
   std::unique_ptr<RestServer> rest_;
   std::string ssd_error_;
+  std::atomic<bool> exiting_for_fence_{false};
   bool started_ = false;
 };
 

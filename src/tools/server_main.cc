@@ -101,5 +101,9 @@ int main(int argc, char** argv) {
   m.Stop();
   const ServerStats s = m.server().Stats();
   spdlog::info("stopped after {} connections and {} requests", s.connections_total, s.requests);
+  if (m.exiting_for_fence()) {
+    spdlog::error("exiting with status 3: the cluster registration was fenced (--on-fence exit)");
+    return 3;
+  }
   return 0;
 }
