@@ -196,7 +196,10 @@ TEST_F(GrantsTest, WholeCallRefusals) {
 // live member's is refused whole, before it takes a slot or pins anything.
 TEST_F(GrantsTest, OnlyLiveMembersAreGranted) {
   LiveMembers members;
-  members.Set({MemberView{.node_id = "req", .runtime_uuid = "req-1"}});
+  MemberView req;
+  req.node_id = "req";
+  req.runtime_uuid = "req-1";
+  members.Set({req});
   GrantTable& t = Table(4 * kMiB, 1000, 256, &members);
   const uint64_t g = Put("k", 100, 'a');
   for (uint64_t tk = 1; tk <= 10; ++tk) {  // more than max_sessions (4)
