@@ -12,7 +12,6 @@
 
 #include <asio.hpp>
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -344,16 +343,6 @@ TEST(Cluster, APartitionFromEtcdFencesThatManagerOnlyBlackholeAndReset) {
   EXPECT_EQ(c.proc->Stop(SIGTERM), 3);
 }
 
-// Resident memory of a process, in bytes (0 when it cannot be read).
-int64_t RssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 // Opens a TCP connection to "127.0.0.1:PORT" and sends nothing; -1 on failure.
 int DialSilently(const std::string& addr) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -375,7 +364,6 @@ TEST(Cluster, AnIdleFloodOnThePeerPortIsShedAndANewMemberStillReadsRemotely) {
   auto ca = Client::Connect(a.proc->uds());
   ASSERT_TRUE(ca.ok());
   ASSERT_TRUE((*ca)->Put("k", std::string(4096, 'v')).ok());
-  const int64_t rss_before = RssBytes(a.proc->pid());
   std::vector<int> flood;
   for (int i = 0; i < 600; ++i) {
     const int fd = DialSilently(a.addr);
@@ -403,8 +391,8 @@ TEST(Cluster, AnIdleFloodOnThePeerPortIsShedAndANewMemberStillReadsRemotely) {
   for (int fd : flood) close(fd);
   EXPECT_TRUE(
       WaitFor([&] { return testing::ScrapeMetric(*a.proc, "tierkv_peer_connections") <= 8; }));
-  // Silent connections never reached the gRPC server: a held no memory for them.
-  EXPECT_LT(RssBytes(a.proc->pid()) - rss_before, 16 << 20);
+  // That the silent ones never reached the gRPC server (and so held none of
+  // its memory) is PeerGate's unit test: its backend saw one connection.
 }
 
 TEST(Cluster, MetadataIsSharedThroughEtcdWithTheContractsAnswers) {
