@@ -8,16 +8,6 @@
 
 namespace tierkv {
 
-using client_internal::CopyAllocated;
-using client_internal::CopyFinishedWithinLease;
-using client_internal::FillAll;
-using client_internal::kFrameOverhead;
-using client_internal::kItemOverhead;
-using client_internal::Scatter;
-using client_internal::SizeMismatch;
-using client_internal::TotalSize;
-using client_internal::WithSizes;
-
 uint8_t LookupFlags(const LookupOptions& o) { return o.local_only ? proto::kLookupLocalOnly : 0; }
 
 Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,

@@ -6,16 +6,6 @@
 
 namespace tierkv {
 
-using client_internal::CopyAllocated;
-using client_internal::CopyFinishedWithinLease;
-using client_internal::FillAll;
-using client_internal::kFrameOverhead;
-using client_internal::kItemOverhead;
-using client_internal::Scatter;
-using client_internal::SizeMismatch;
-using client_internal::TotalSize;
-using client_internal::WithSizes;
-
 void Client::Impl::BatchGetShm(std::span<const std::string_view> keys, std::string_view tenant,
                                const ValueSink& sink, std::vector<Status>& out, size_t base,
                                bool locate) {

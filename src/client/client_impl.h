@@ -172,10 +172,20 @@ class TransferStats {
 
 }  // namespace client_internal
 
+// The client's .cc files use these unqualified.
+using client_internal::CopyAllocated;
+using client_internal::CopyFinishedWithinLease;
+using client_internal::FillAll;
+using client_internal::kFrameOverhead;
+using client_internal::kItemOverhead;
 using client_internal::MonoNanos;
 using client_internal::Opcode;
 using client_internal::Reader;
+using client_internal::Scatter;
+using client_internal::SizeMismatch;
+using client_internal::TotalSize;
 using client_internal::TransferStats;
+using client_internal::WithSizes;
 using client_internal::Writer;
 
 // The state behind a Client: one connection and its buffers, under `mu`.
