@@ -18,7 +18,33 @@ uint64_t ChangeFeed::Append(ChangeKind kind, const ReplicaEvent& event) {
   c.size = event.size;
   c.generation = event.generation;
   c.cause = event.cause;
+  TrackUpsert(c);
   return Commit(c, lock);
+}
+
+uint64_t ChangeFeed::stable_sequence() const {
+  if (budget_ == 0) return last_sequence();
+  return stable_.load(std::memory_order_acquire);
+}
+
+void ChangeFeed::TrackUpsert(const Change& c) {
+  if (c.kind == ChangeKind::kRemoved && c.cause == RemoveCause::kReplaced) {
+    std::string id = c.tenant + '\0' + c.key;
+    for (const auto& [open, first] : open_) {
+      if (open == id) return;  // its other replica: the pair opened already
+    }
+    open_.emplace_back(std::move(id), last_.load(std::memory_order_relaxed) + 1);
+    return;
+  }
+  if (c.kind != ChangeKind::kStored || open_.empty()) return;
+  for (auto it = open_.begin(); it != open_.end(); ++it) {
+    if (it->first.size() == c.tenant.size() + 1 + c.key.size() &&
+        it->first.compare(0, c.tenant.size(), c.tenant) == 0 &&
+        it->first.compare(c.tenant.size() + 1, std::string::npos, c.key) == 0) {
+      open_.erase(it);
+      return;
+    }
+  }
 }
 
 uint64_t ChangeFeed::AppendCleared(std::string_view tenant) {
@@ -56,6 +82,9 @@ uint64_t ChangeFeed::Commit(Change& slot, std::unique_lock<std::mutex>& lock) {
   ++count_;
   bytes_ += Cost(slot);
   last_.store(slot.sequence, std::memory_order_release);
+  uint64_t stable = slot.sequence;
+  for (const auto& [id, first] : open_) stable = std::min(stable, first - 1);
+  stable_.store(stable, std::memory_order_release);
   while (bytes_ > budget_ && count_ > 1) {
     bytes_ -= Cost(ring_[head_]);
     head_ = (head_ + 1) & (ring_.size() - 1);
@@ -73,7 +102,7 @@ uint64_t ChangeFeed::Commit(Change& slot, std::unique_lock<std::mutex>& lock) {
 bool ChangeFeed::WaitAfter(uint64_t after, int64_t timeout_ms) const {
   std::unique_lock<std::mutex> lock(mu_);
   return grew_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                        [&] { return last_.load(std::memory_order_relaxed) > after; });
+                        [&] { return stable_sequence() > after; });
 }
 
 FeedRead ChangeFeed::ReadAfter(uint64_t after, size_t max) const {

@@ -8,6 +8,12 @@
 // that many bytes; a reader that asks for changes the journal no longer holds is
 // told so (FeedRead::behind) and must take a new snapshot (Store::Snapshot).
 //
+// An upsert announces the old value's removal (cause kReplaced) and then the
+// new value's store, under one shard lock. stable_sequence() is the newest
+// sequence at which no such pair is half announced: a reader that stops there
+// never sees a replaced value gone without its replacement (a peer's view
+// would otherwise hold the key as absent until its next batch).
+//
 // Cost: without a journal, one atomic increment per announcement; with one, a
 // short critical section and a copy of the names into a ring of recycled
 // entries (no allocation once the ring has grown to its steady size, unless a
@@ -22,6 +28,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/observer.h"
@@ -60,6 +67,9 @@ class ChangeFeed {
   uint64_t AppendCleared(std::string_view tenant);
 
   uint64_t last_sequence() const { return last_.load(std::memory_order_acquire); }
+  // The newest sequence that ends no upsert half way (see above); equal to
+  // last_sequence() without a journal.
+  uint64_t stable_sequence() const;
   bool journaled() const { return budget_ > 0; }
 
   // Up to `max` changes with sequence > `after`, in order. behind is set when
@@ -73,8 +83,8 @@ class ChangeFeed {
 
   size_t journal_bytes() const;
 
-  // Blocks until a change with sequence > `after` exists or `timeout_ms` pass;
-  // true when there is one. For stream owners that follow the feed.
+  // Blocks until stable_sequence() > `after` or `timeout_ms` pass; true when
+  // it is. For stream owners that follow the feed.
   bool WaitAfter(uint64_t after, int64_t timeout_ms) const;
 
  private:
@@ -87,6 +97,8 @@ class ChangeFeed {
   // Sequence, account, trim (`lock` holds mu_), then lets go of `lock` and
   // wakes the waiters.
   uint64_t Commit(Change& slot, std::unique_lock<std::mutex>& lock);
+  // Opens or closes an upsert's pair for `c`, about to be committed (mu_ held).
+  void TrackUpsert(const Change& c);
   const Change& At(size_t i) const { return ring_[(head_ + i) & (ring_.size() - 1)]; }
 
   const size_t budget_;
@@ -100,6 +112,10 @@ class ChangeFeed {
   size_t count_ = 0;
   uint64_t first_kept_ = 1;
   size_t bytes_ = 0;
+  // Upserts half announced: "tenant\0key" -> the sequence of the first
+  // removal of the replaced value (mu_).
+  std::vector<std::pair<std::string, uint64_t>> open_;
+  std::atomic<uint64_t> stable_{0};
 };
 
 }  // namespace tierkv

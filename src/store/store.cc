@@ -311,6 +311,7 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->extent = extent;
   blob->size = size;
   blob->group_id = std::string(options.group_id);
+  blob->dram_only = options.dram_only;
   blob->alloc_id = NextId(shard);
   blob->owner = caller.session;
   blob->name_space = std::string(caller.name_space);
@@ -349,7 +350,7 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
 }
 
 Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
-                           std::span<const KnownChecksum> known) {
+                           std::span<const KnownChecksum> known, uint64_t* generation) {
   auto pit = shard.pending.find(alloc_id);
   if (pit == shard.pending.end() || pit->second->second.pending->owner != session) {
     return NotFound("unknown alloc id (never granted, already committed, or revoked)");
@@ -378,11 +379,12 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
   }
   if (e.ssd) DropSsdLocked(shard, kv, RemoveCause::kReplaced);
   e.generation = next_generation_.fetch_add(1, std::memory_order_relaxed);  // a new value
+  if (generation != nullptr) *generation = e.generation;
   e.name_space = std::move(blob->name_space);
   e.current = std::move(blob);
   TouchLocked(shard, kv, now);
   AnnounceStored(kv, *e.current);
-  if (ssd_ && options_.ssd_write_through) {
+  if (ssd_ && options_.ssd_write_through && !e.current->dram_only) {
     EnqueueTierJob([this, index = shard.index,
                     composite = kv.first] { MoveDown(index, composite, -1, /*drop_dram=*/false); },
                    /*droppable=*/true);
@@ -390,13 +392,13 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
   return Status::Ok();
 }
 
-Status Store::Commit(const Caller& caller, uint64_t alloc_id,
-                     std::span<const KnownChecksum> known) {
+Status Store::Commit(const Caller& caller, uint64_t alloc_id, std::span<const KnownChecksum> known,
+                     uint64_t* generation) {
   Shard& shard = ShardOfId(alloc_id);
   Status st;
   {
     std::lock_guard lock(shard.mu);
-    st = CommitLocked(shard, alloc_id, caller.session, known);
+    st = CommitLocked(shard, alloc_id, caller.session, known, generation);
   }
   DrainSsdTrash();  // an upsert may have replaced an SSD replica
   op_stats_.Record(Op::kUpdateState, st.code(), caller.rank);

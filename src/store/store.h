@@ -125,8 +125,10 @@ class Store {
   // `known`: checksums the caller verified over the bytes it wrote (the
   // remote read path, which checked them against the owner's), kept with the
   // value. The caller answers for them: a wrong one is sent to later readers,
-  // who then refuse the bytes.
-  Status Commit(const Caller& caller, uint64_t alloc_id, std::span<const KnownChecksum> known = {});
+  // who then refuse the bytes. `generation` (optional) gets the committed
+  // value's generation.
+  Status Commit(const Caller& caller, uint64_t alloc_id, std::span<const KnownChecksum> known = {},
+                uint64_t* generation = nullptr);
   // Drops an uncommitted alloc of `caller`'s session. Errors: NOT_FOUND. Not counted.
   Status Abort(const Caller& caller, uint64_t alloc_id);
 
@@ -174,6 +176,10 @@ class Store {
   Result<ObjectInfo> Query(const Caller& caller, const ObjectRef& ref);  // `query`
   // Hides the value at once; memory is freed when its leases end. `remove`.
   Status Remove(const Caller& caller, const ObjectRef& ref);
+  // Remove, only while the readable value is at `generation`: NOT_FOUND
+  // (nothing changes) when the key is gone or holds another value. A manager
+  // action (a stale copy dropped), not counted as a client remove.
+  Status RemoveIfAt(const ObjectRef& ref, uint64_t generation);
   // Removes every readable object of `tenant`. Without `force`, leased objects and
   // in-flight puts are skipped. Announces OnTenantCleared only when something was
   // removed and nothing skipped. Linearizable with concurrent puts: all shards
@@ -308,7 +314,7 @@ class Store {
                                           const Caller& caller, uint64_t size,
                                           const PutOptions& options, const Extent& extent);
   Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
-                      std::span<const KnownChecksum> known = {});
+                      std::span<const KnownChecksum> known = {}, uint64_t* generation = nullptr);
   // NOT_FOUND with *cold set when only an SSD replica exists. `now`: the
   // clock read once per call (once for a whole batch).
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,

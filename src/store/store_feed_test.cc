@@ -93,6 +93,50 @@ TEST(ChangeFeed, TheJournalKeepsRecentChangesInOrderAndSaysWhenOnesAreGone) {
   EXPECT_EQ(recent.changes.back().sequence, 100u);
 }
 
+// An upsert's two announcements (the old value removed as replaced, the new
+// one stored) are never split by the stable sequence, whatever is announced
+// between them, and a value replaced on two media opens the pair once.
+TEST(ChangeFeed, TheStableSequenceNeverEndsInTheMiddleOfAnUpsert) {
+  ChangeFeed feed(1 << 20);
+  auto event = [](std::string_view key, Medium medium, RemoveCause cause) {
+    ReplicaEvent e;
+    e.tenant = "t";
+    e.key = key;
+    e.medium = medium;
+    e.cause = cause;
+    return e;
+  };
+  feed.Append(ChangeKind::kStored, event("a", Medium::kDram, RemoveCause::kRemoved));
+  EXPECT_EQ(feed.stable_sequence(), 1u);
+  feed.Append(ChangeKind::kRemoved, event("a", Medium::kDram, RemoveCause::kReplaced));
+  EXPECT_EQ(feed.stable_sequence(), 1u);
+  feed.Append(ChangeKind::kRemoved, event("a", Medium::kSsd, RemoveCause::kReplaced));
+  feed.Append(ChangeKind::kStored, event("b", Medium::kDram, RemoveCause::kRemoved));
+  feed.Append(ChangeKind::kRemoved, event("b", Medium::kDram, RemoveCause::kRemoved));
+  EXPECT_EQ(feed.stable_sequence(), 1u);
+  EXPECT_FALSE(feed.WaitAfter(1, 0));
+  feed.Append(ChangeKind::kStored, event("a", Medium::kDram, RemoveCause::kRemoved));
+  EXPECT_EQ(feed.stable_sequence(), 6u);
+  EXPECT_EQ(feed.last_sequence(), 6u);
+  EXPECT_TRUE(feed.WaitAfter(1, 0));
+  // Without a journal there is nothing to hold back.
+  ChangeFeed bare(0);
+  bare.Append(ChangeKind::kRemoved, event("a", Medium::kDram, RemoveCause::kReplaced));
+  EXPECT_EQ(bare.stable_sequence(), 1u);
+}
+
+// Upserts on a store: the stable sequence never stops between a replaced
+// value's removal and its replacement.
+TEST(ChangeFeed, AnUpsertsRemovalAndStoreAreStableTogether) {
+  auto store = MakeStore(1 << 20);
+  ASSERT_TRUE(Put(*store, "k").ok());
+  ASSERT_TRUE(Put(*store, "k", true).ok());
+  EXPECT_EQ(store->feed().stable_sequence(), store->feed().last_sequence());
+  const FeedRead r = store->feed().ReadAfter(0, 10);
+  ASSERT_EQ(r.changes.size(), 3u);
+  EXPECT_EQ(r.changes[1].cause, RemoveCause::kReplaced);
+}
+
 TEST(ChangeFeed, AReusedReadHoldsExactlyTheLastReadsChanges) {
   auto store = MakeStore(64 << 10);
   for (int i = 0; i < 10; ++i) {

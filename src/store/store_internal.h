@@ -29,6 +29,7 @@ struct Store::Blob {
   int64_t lease_deadline = 0;  // latest deadline among them
   uint32_t pins = 0;           // being copied to SSD: not evicted, not freed
   bool zombie = false;         // removed from the index, kept alive by leases or pins
+  bool dram_only = false;      // PutOptions::dram_only: dropped, never demoted
   // Checksums (ValueChecksum) of the value and of ranges of it, once something
   // computed them: the SSD tier when it wrote or read the value, READs on the
   // data channel. The bytes of a committed blob never change, so they stay true.

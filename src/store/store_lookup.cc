@@ -96,6 +96,23 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
   return st;
 }
 
+Status Store::RemoveIfAt(const ObjectRef& ref, uint64_t generation) {
+  if (Status st = ValidateRef(ref); !st.ok()) return st;
+  const std::string composite = Composite(ref.tenant, ref.key);
+  Shard& shard = ShardFor(composite);
+  Status st;
+  {
+    std::lock_guard lock(shard.mu);
+    auto it = shard.map.find(composite);
+    if (it == shard.map.end() || !it->second.readable() || it->second.generation != generation) {
+      return NotFound("not held at generation " + std::to_string(generation));
+    }
+    st = RemoveLocked(shard, composite);
+  }
+  DrainSsdTrash();
+  return st;
+}
+
 // Linearizable with concurrent puts: every shard is locked (in index order, the
 // only order in which more than one shard lock is ever held) from the first
 // removal until `cleared` has been announced. A put that commits meanwhile

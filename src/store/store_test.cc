@@ -71,6 +71,30 @@ TEST_F(StoreTest, RemoveHidesAtOnceAndMissesAreNotFound) {
   EXPECT_EQ(rm.failure, 0u);
 }
 
+// RemoveIfAt removes only the value at the generation named (a stale copy
+// dropped), never a newer one put meanwhile; it is not a client remove.
+TEST_F(StoreTest, RemoveIfAtRemovesOnlyTheValueOfThatGeneration) {
+  auto g = store_->Alloc({}, {"default", "k"}, 1, {});
+  ASSERT_TRUE(g.ok());
+  uint64_t first = 0;
+  ASSERT_TRUE(store_->Commit({}, g->alloc_id, {}, &first).ok());
+  ASSERT_NE(first, 0u);
+  ASSERT_TRUE(Put("k", "w", 0, /*upsert=*/true).ok());
+  (void)observer_.Take();
+  EXPECT_EQ(store_->RemoveIfAt({"default", "k"}, first).code(), Code::kNotFound);
+  EXPECT_EQ(*Get("k"), "w");
+  Result<PinGrant> pin = store_->Pin(9, {"default", "k"}, 0, 0);
+  ASSERT_TRUE(pin.ok());
+  const uint64_t second = pin->generation;
+  ASSERT_TRUE(store_->Unpin(9, pin->pin_id).ok());
+  EXPECT_GT(second, first);
+  EXPECT_TRUE(store_->RemoveIfAt({"default", "k"}, second).ok());
+  EXPECT_EQ(Get("k").code(), Code::kNotFound);
+  EXPECT_EQ(observer_.Take(), std::vector<std::string>{"removed default/k dram"});
+  EXPECT_EQ(store_->RemoveIfAt({"default", "k"}, second).code(), Code::kNotFound);
+  EXPECT_EQ(store_->op_stats().Get(Op::kRemove).requests, 0u);
+}
+
 TEST_F(StoreTest, TenantsAreSeparateNamespaces) {
   ASSERT_TRUE(Put("k", "a", 0, false, "t1").ok());
   ASSERT_TRUE(Put("k", "b", 0, false, "t2").ok());

@@ -191,7 +191,8 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     Entry& e = it->second;
     if (last_access >= 0 && e.last_access != last_access) return false;
     if (e.current->pins > 0) return false;  // another copy to SSD is running
-    if (e.ssd || !SsdWritable() || (drop_dram && LeasedLocked(*e.current, clock_->NowNanos()))) {
+    if (e.ssd || e.current->dram_only || !SsdWritable() ||
+        (drop_dram && LeasedLocked(*e.current, clock_->NowNanos()))) {
       return drop_if_idle(it);
     }
     pinned = e.current.get();

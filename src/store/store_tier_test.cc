@@ -569,3 +569,31 @@ TEST_F(TierTest, RemoveDuringRewarmNeverResurrectsTheKey) {
 
 }  // namespace
 }  // namespace tierkv
+
+namespace tierkv {
+namespace {
+
+// A copy of another manager's value (PutOptions::dram_only) never reaches the
+// SSD: write-through skips it, and eviction drops it instead of demoting it,
+// so no copy outlives the process.
+TEST_F(TierTest, ADramOnlyValueIsNeverWrittenToSsdAndIsDroppedWhenEvicted) {
+  MakeTiered(8 * kMiB, 16 * kMiB, StoreOptions{.ssd_write_through = true});
+  PutOptions copy;
+  copy.dram_only = true;
+  auto g = store_->Alloc({}, {"default", "copy"}, 4096, copy);
+  ASSERT_TRUE(g.ok());
+  std::memset(g->data, 'c', 4096);
+  ASSERT_TRUE(store_->Commit({}, g->alloc_id).ok());
+  ASSERT_TRUE(Put("own", "o", 4096).ok());
+  store_->WaitTierIdle();
+  EXPECT_EQ(Media("copy"), kDram);
+  EXPECT_EQ(Media("own"), kDram | kSsd);
+  EXPECT_EQ(Tier().flush_blobs, 1u);
+  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{"copy"}), 1u);
+  EXPECT_EQ(Media("copy"), 0u);
+  EXPECT_EQ(Tier().flush_blobs, 1u);
+  EXPECT_EQ(Tier().demoted, 0u);
+}
+
+}  // namespace
+}  // namespace tierkv

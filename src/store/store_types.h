@@ -89,6 +89,10 @@ struct KnownChecksum {
 struct PutOptions {
   std::string_view group_id;
   bool upsert = false;  // replace an existing readable value instead of DUPLICATED
+  // A copy of another manager's value (the remote read path): it lives in
+  // DRAM only. Evicted or demoted, it is dropped, never written to SSD, so no
+  // copy outlives this process (its owner still holds the value).
+  bool dram_only = false;
 };
 
 struct AllocItem {
