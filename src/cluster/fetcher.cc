@@ -22,6 +22,10 @@ using fetcher_internal::Trace;
 
 namespace {
 
+// Rounds of routing again for keys refused as stale (an owner that replaces a
+// value faster than a round takes can make each round stale again).
+constexpr int kStaleRounds = 3;
+
 // A value is read in ranges of at least this many bytes.
 constexpr uint64_t kMinRange = 4ull << 20;
 
@@ -48,8 +52,12 @@ uint64_t NewTicket() {
 }  // namespace
 
 RemoteFetcher::RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
-                             transfer::DataTransport* transport)
-    : options_(std::move(options)), store_(store), index_(index), transport_(transport) {
+                             transfer::DataTransport* transport, CopyTracker* copies)
+    : options_(std::move(options)),
+      store_(store),
+      index_(index),
+      transport_(transport),
+      copies_(copies) {
   releaser_ = std::thread([this] { ReleaserLoop(); });
 }
 
@@ -123,28 +131,39 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     }
   }
   // Route and fetch every key this call leads. A key its owner refused as
-  // gone or replaced is routed once more if the index now names another value
-  // (the index caught up with the owner meanwhile).
+  // gone or replaced is routed once more: to the value the index names now
+  // if it caught up with the owner meanwhile, else to the same owner for
+  // whatever value it holds (its generation 0).
   std::vector<Item*> todo;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (led[i]) todo.push_back(&items[i]);
   }
   RunPlans(todo);
-  std::vector<Item*> again;
-  for (Item* it : todo) {
-    if (!it->stale) continue;
-    const IndexLookup found = index_->Lookup(tenant, it->key);
-    const bool moved =
-        std::any_of(found.locations.begin(), found.locations.end(), [&](const RemoteLocation& l) {
-          return l.generation != it->loc.generation || l.owner_uuid != it->loc.owner_uuid;
-        });
-    if (!moved) continue;
-    it->stale = false;
-    it->attempted = false;
-    stale_retries_.fetch_add(1, std::memory_order_relaxed);
-    again.push_back(it);
+  std::vector<Item*> round = std::move(todo);
+  for (int attempt = 0; attempt < kStaleRounds; ++attempt) {
+    std::vector<Item*> again;
+    for (Item* it : round) {
+      if (!it->stale || !it->only_owner.empty()) continue;
+      const IndexLookup found = index_->Lookup(tenant, it->key);
+      const bool moved =
+          std::any_of(found.locations.begin(), found.locations.end(), [&](const RemoteLocation& l) {
+            return l.generation != it->loc.generation || l.owner_uuid != it->loc.owner_uuid;
+          });
+      // The value the index names now, exactly; when it names the refused
+      // one still, whatever its owner holds now. An owner asked for whatever
+      // it holds that refused holds nothing.
+      if (!moved && it->any_generation) continue;
+      it->any_generation = !moved;
+      it->same_owner = !moved;
+      it->stale = false;
+      it->attempted = false;
+      stale_retries_.fetch_add(1, std::memory_order_relaxed);
+      again.push_back(it);
+    }
+    if (again.empty()) break;
+    RunPlans(again);
+    round = std::move(again);
   }
-  if (!again.empty()) RunPlans(again);
   {
     std::lock_guard lock(flights_mu_);
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -175,6 +194,14 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
 void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
   std::map<std::string, std::pair<std::shared_ptr<Peer>, std::vector<Item*>>> plans;
   for (Item* item : items) {
+    if (item->same_owner) {
+      std::shared_ptr<Peer> p = PeerOf(item->loc.owner);
+      if (!p || p->uuid != item->loc.owner_uuid || p->data_endpoint.empty()) continue;
+      auto& plan = plans[item->loc.owner];
+      plan.first = std::move(p);
+      plan.second.push_back(item);
+      continue;
+    }
     const IndexLookup found = index_->Lookup(item->tenant, item->key);
     if (!item->only_owner.empty()) {
       const auto it = std::find_if(
@@ -382,7 +409,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
     peer::GrantItem* g = req.add_items();
     g->set_tenant(std::string(it->tenant));
     g->set_key(std::string(it->key));
-    g->set_generation(it->loc.generation);
+    g->set_generation(it->any_generation ? 0 : it->loc.generation);
   }
   // Releases waiting for this owner travel with the authorization.
   std::vector<PendingRelease> carried = TakeReleases(peer);
@@ -395,10 +422,10 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   const Caller first_caller(kFetchSession, 0, first.loc.name_space);
   EarlyRead early;
   std::optional<AllocGrant> early_grant;
-  if (read_first && options_.authorize_over_data &&
+  if (read_first && options_.authorize_over_data && !first.any_generation &&
       RangesFor(first.loc.size, options_.parallel_reads) == 1) {
     Result<AllocGrant> g =
-        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, {});
+        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, AllocOptions(first));
     if (g.ok()) {
       early_grant = *g;
       early.request = {a.ticket, 0, first.loc.generation, 0, first.loc.size};
@@ -410,6 +437,9 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   TraceScope trace(Trace().authorize);
   const Status call = Call(peer, req, &resp, early_grant ? &early : nullptr);
   trace.End(call.ok());
+  if (call.ok()) {
+    for (Item* it : seg.items) it->owner_sequence = resp.sequence();
+  }
   if (early_grant) {
     peer.inflight_bytes.fetch_sub(first.loc.size);
     a.first_done = call.ok() && resp.items_size() == static_cast<int>(seg.items.size()) &&
@@ -543,6 +573,8 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
     Item& it = *seg.items[i];
     if (i == 0 && auth.first_done) continue;  // read behind the authorization
     if (it.GrantedAsIndexed(ans)) {
+      it.loc.generation = ans.generation;  // the same, or the one any_generation got
+      it.loc.size = ans.size;
       granted.push_back(i);
       bytes += ans.size;
       continue;
@@ -622,7 +654,8 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
                               const GrantAnswer& ans, size_t ranges) {
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
-  Result<AllocGrant> g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
+  Result<AllocGrant> g =
+      store_->Alloc(caller, {item.tenant, item.key}, ans.size, AllocOptions(item));
   if (!g.ok() && g.status().code() == Code::kDuplicated && !item.only_owner.empty()) {
     bool not_held = false;
     const Status st = CompareHeld(peer, item, ticket, index, ans, ranges, &not_held);
@@ -662,15 +695,32 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
 void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
                                   std::span<const KnownChecksum> verified) {
   TraceScope store_trace(Trace().store);
-  const Status c = store_->Commit(caller, alloc_id, verified);
+  uint64_t generation = 0;
+  const Status c = store_->Commit(caller, alloc_id, verified, &generation);
   store_trace.End(c.ok());
   if (!c.ok()) {
     item.status = NotFound("fetched, but not stored here: " + c.message());
     return;
   }
+  if (copies_ != nullptr && item.only_owner.empty() &&
+      !copies_->Track(
+          item.tenant, item.key, generation,
+          {item.loc.owner, item.loc.owner_uuid, item.loc.generation, item.owner_sequence})) {
+    // Replaced or removed on its owner while it was read: routed again.
+    item.stale = true;
+    item.status = NotFound(item.loc.owner + " replaced or removed " + std::string(item.key) +
+                           " while it was read");
+    return;
+  }
   objects_.fetch_add(1, std::memory_order_relaxed);
   bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
   item.status = Status::Ok();
+}
+
+PutOptions RemoteFetcher::AllocOptions(const Item& item) {
+  PutOptions o;
+  o.dram_only = item.only_owner.empty();  // a drain's value is this manager's own
+  return o;
 }
 
 TransferStats RemoteFetcher::Stats() const {
@@ -693,6 +743,12 @@ TransferStats RemoteFetcher::Stats() const {
   s.shared_flights = shared_flights_.load();
   s.stale_retries = stale_retries_.load();
   s.early_reads = early_reads_.load();
+  if (copies_ != nullptr) {
+    const CopyStats c = copies_->Stats();
+    s.copies = c.tracked;
+    s.copies_dropped_stale = c.dropped_stale;
+    s.copies_dropped_lost = c.dropped_lost;
+  }
   {
     std::lock_guard lock(slots_mu_);
     s.grants_awaiting_release = slots_used_;

@@ -57,6 +57,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/copy_tracker.h"
 #include "cluster/global_index.h"
 #include "cluster/grants.h"
 #include "cluster/ha_state.h"
@@ -101,9 +102,11 @@ inline constexpr uint64_t kCompareSession = ~uint64_t{0} - 2;
 
 class RemoteFetcher {
  public:
-  // None owned; all must outlive the fetcher.
+  // None owned; all must outlive the fetcher. With `copies`, every value
+  // fetched for a get is a DRAM-only copy tracked there (dropped once the
+  // owner's view shows it replaced or removed); a drain's Pull is not.
   RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
-                transfer::DataTransport* transport);
+                transfer::DataTransport* transport, CopyTracker* copies = nullptr);
   ~RemoteFetcher();
 
   // The live members (their peer and data endpoints). Never blocks for long.
@@ -198,6 +201,8 @@ class RemoteFetcher {
   // verified against) and sets the item's status and the counters.
   void CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
                      std::span<const KnownChecksum> verified);
+  // How an item's local allocation is made: a get's copy is DRAM-only.
+  static PutOptions AllocOptions(const Item& item);
   bool AcquireSlot(Peer& peer);
   void ReleaseSlot(Peer& peer);
 
@@ -206,6 +211,7 @@ class RemoteFetcher {
   Store* const store_;
   const GlobalIndex* const index_;
   transfer::DataTransport* const transport_;
+  CopyTracker* const copies_;  // null: fetched values are not tracked
 
   mutable std::mutex peers_mu_;
   std::map<std::string, std::shared_ptr<Peer>> peers_;  // node id -> live member

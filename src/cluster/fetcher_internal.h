@@ -40,9 +40,17 @@ struct RemoteFetcher::Item {
   // Pull: only this owner's value at this generation may be read.
   std::string_view only_owner;
   uint64_t only_generation = 0;
-  // Whether the owner granted the value the index named (same size).
+  // Asked of loc's owner at whatever generation it holds now (generation 0
+  // in the authorization): after a stale refusal the index had not caught up
+  // with. The grant's generation and size are taken as the item's.
+  bool any_generation = false;
+  bool same_owner = false;  // ... of loc's owner again, not routed by the index
+  // The owner's change sequence its authorization answer carried.
+  uint64_t owner_sequence = 0;
+  // Whether the owner granted the value the index named (same size), or any
+  // value when any_generation.
   bool GrantedAsIndexed(const GrantAnswer& ans) const {
-    return ans.status.ok() && ans.size == loc.size;
+    return ans.status.ok() && (any_generation || ans.size == loc.size);
   }
 };
 

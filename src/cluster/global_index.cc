@@ -182,6 +182,26 @@ void GlobalIndex::MarkPartial(const std::string& owner, bool reset) {
   it->second.complete = false;
 }
 
+OwnerEntry GlobalIndex::EntryOf(const std::string& owner, std::string_view uuid,
+                                const OwnerView::KeyHash& h) const {
+  OwnerEntry out;
+  std::shared_lock lock(mu_);
+  auto it = owners_.find(owner);
+  if (it == owners_.end() || it->second.uuid != uuid) return out;
+  const Owner& o = it->second;
+  if (!o.complete || !o.view) {
+    out.state = OwnerEntry::kPartial;
+    return out;
+  }
+  out.state = OwnerEntry::kComplete;
+  out.watermark = o.watermark;
+  if (const RemoteEntry* e = o.view->Find(h)) {
+    out.found = true;
+    out.generation = e->generation;
+  }
+  return out;
+}
+
 IndexLookup GlobalIndex::Lookup(std::string_view tenant, std::string_view key) const {
   IndexLookup out;
   const OwnerView::KeyHash h = OwnerView::HashOf(tenant, key);  // the same in every view

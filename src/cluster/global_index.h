@@ -116,6 +116,19 @@ struct IndexLookup {
   std::string incomplete_owner;  // one expected owner without a complete view ("" if none)
 };
 
+// One owner's view of one key, as CopyTracker judges a copy by it.
+struct OwnerEntry {
+  enum State : uint8_t {
+    kGone,      // the owner is not expected, or is another incarnation now
+    kPartial,   // no complete view of it (its stream broke, or none yet)
+    kComplete,  // a complete view, at `watermark`
+  };
+  State state = kGone;
+  uint64_t watermark = 0;  // the owner's change sequence the view reflects
+  bool found = false;
+  uint64_t generation = 0;  // when found
+};
+
 struct IndexStats {
   uint64_t expected = 0;  // live members other than this manager
   uint64_t complete = 0;
@@ -166,6 +179,9 @@ class GlobalIndex {
   void MarkPartial(const std::string& owner, bool reset);
 
   IndexLookup Lookup(std::string_view tenant, std::string_view key) const;
+  // What the view of `owner`, of incarnation `uuid`, says of the key hashed `h`.
+  OwnerEntry EntryOf(const std::string& owner, std::string_view uuid,
+                     const OwnerView::KeyHash& h) const;
   IndexStats Stats() const;
   // What a wait for a fence taken by `owner` sees now; FenceSeen says what
   // each field means.

@@ -40,6 +40,7 @@ Status ServeAuthorize(GrantTable& grants, const peer::AuthorizeRequest& req,
   if (!answers.ok()) return answers.status();
   out->set_ticket(req.ticket());
   out->set_expires_in_ms(static_cast<uint64_t>(grants.grant_timeout_ms()));
+  out->set_sequence(grants.ChangeSequence());
   for (const GrantAnswer& a : *answers) {
     peer::GrantedItem* g = out->add_items();
     SetItemStatus(g, a.status);

@@ -73,6 +73,8 @@ void GrantTable::Ended(const std::string& uuid, uint64_t charged) {
   ended_cv_.notify_all();
 }
 
+uint64_t GrantTable::ChangeSequence() const { return store_->feed().last_sequence(); }
+
 bool GrantTable::PinItems(Grant& grant, std::span<const GrantRequestItem> items,
                           std::vector<GrantAnswer>& answers, bool retry, bool may_rewarm) {
   bool budget_hit = false;

@@ -113,6 +113,10 @@ class GrantTable final : public transfer::GrantSource {
                                              const std::string& expect_owner_uuid, uint64_t ticket,
                                              std::span<const GrantRequestItem> items,
                                              bool may_block = true);
+  // The last change sequence of this manager's store (its inventory stream's
+  // numbering): read after Authorize, every change up to the grant's pins is
+  // at or below it.
+  uint64_t ChangeSequence() const;
   // Ends `uuid`'s grant `ticket`; false when there is none (already released,
   // expired, or never given).
   bool Release(const std::string& uuid, uint64_t ticket);

@@ -202,6 +202,10 @@ struct TransferStats {
   uint64_t lookahead_discarded = 0, lookahead_retries = 0, shared_flights = 0;
   uint64_t stale_retries = 0;  // keys routed again after a stale refusal
   uint64_t early_reads = 0;    // first items read behind their authorization
+  // Copies of other managers' values held here (cluster/copy_tracker.h), and
+  // those dropped because their owner's view showed them replaced or removed
+  // (stale), or because the owner's stream failed or the owner left (lost).
+  uint64_t copies = 0, copies_dropped_stale = 0, copies_dropped_lost = 0;
   uint64_t grants_awaiting_release = 0;
   // Owner side.
   uint64_t grants_live = 0, reserved_bytes = 0, budget_bytes = 0;

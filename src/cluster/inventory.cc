@@ -232,7 +232,8 @@ void Inventory::Serve(ServeContext& c) {
     // kBatchGap, not one per put. A change in a later slot goes out at once.
     std::this_thread::sleep_until(SlotOf(last_batch) + kBatchGap);  // at once when past
     const uint64_t after = reader.after();
-    auto until = [&] { return std::min(feed.last_sequence(), after + options_.page_records); };
+    // Never in the middle of an upsert (ChangeFeed::stable_sequence).
+    auto until = [&] { return std::min(feed.stable_sequence(), after + options_.page_records); };
     uint64_t end = until();
     if (options_.coalesce_ms > 0 && end > after && end - after < options_.page_records) {
       // A quiet window: more changes that arrive within it share the batch.
@@ -290,6 +291,17 @@ class Inventory::Follower {
   }
   const MemberView& owner() const { return owner_; }
 
+  // Drops the copies of this owner's values when its stream failed and
+  // nothing has come from the owner since `now - lost` (steady clock, ns).
+  void DropCopiesIfLost(int64_t now, int64_t lost) {
+    const int64_t since = lost_since_ns_.load();
+    if (since == 0 || now - since < lost || inv_->copies_ == nullptr) return;
+    int64_t expected = since;
+    if (lost_since_ns_.compare_exchange_strong(expected, 0)) {
+      inv_->copies_->DropOwner(owner_.node_id);
+    }
+  }
+
   // Cancels the open stream when it brought nothing since `now - stall`
   // (steady clock, ns); true when it did.
   bool CancelIfStalled(int64_t now, int64_t stall) {
@@ -309,6 +321,16 @@ class Inventory::Follower {
       const bool clean = Stream(*stub);
       if (Stopped()) break;
       inv_->index_->MarkPartial(owner_.node_id, /*reset=*/true);
+      // A stream that failed may hide the owner's changes for as long as it
+      // stays down: once nothing came from the owner for stall_ms, the copies
+      // of its values go (DropCopiesIfLost), unless a new view is installed
+      // first. After a clean reset they stay, judged against the snapshot
+      // that follows at once.
+      if (!clean) {
+        int64_t none = 0;
+        lost_since_ns_.compare_exchange_strong(none, last_frame_ns_.load());
+        DropCopiesIfLost(SteadyNanos(), inv_->options_.stall_ms * 1'000'000);
+      }
       if (!clean) {
         inv_->stream_failures_.fetch_add(1, std::memory_order_relaxed);
         std::unique_lock<std::mutex> lock(mu_);
@@ -421,6 +443,8 @@ class Inventory::Follower {
     }
     XXH3_freeState(st);
     index.Install(owner_.node_id, owner_.runtime_uuid, std::move(view), cm.watermark(), staged);
+    lost_since_ns_.store(0);  // the copies are judged against the new view instead
+    if (inv_->copies_ != nullptr) inv_->copies_->OnInstalled(owner_.node_id);
     // Deltas, contiguous.
     while (read()) {
       if (f().has_reset()) {
@@ -440,6 +464,7 @@ class Inventory::Follower {
         return Reject("delta batch " + std::to_string(f().delta().from_sequence()) + ".." +
                       std::to_string(f().delta().to_sequence()) + " is not contiguous");
       }
+      if (inv_->copies_ != nullptr) inv_->copies_->OnChanges(owner_.node_id, deltas);
     }
     return false;
   }
@@ -452,13 +477,18 @@ class Inventory::Follower {
   grpc::ClientContext* ctx_ = nullptr;
   bool stalled_ = false;                   // ctx_ was cancelled for a stall (mu_)
   std::atomic<int64_t> last_frame_ns_{0};  // when the stream last brought a frame
+  // When the last frame came before the stream failed (0: not failed since
+  // the last view was installed, or its copies already dropped).
+  std::atomic<int64_t> lost_since_ns_{0};
   std::thread thread_;
 };
 
-Inventory::Inventory(InventoryOptions options, Store* store, GlobalIndex* index)
+Inventory::Inventory(InventoryOptions options, Store* store, GlobalIndex* index,
+                     CopyTracker* copies)
     : options_(std::move(options)),
       store_(store),
       index_(index),
+      copies_(copies),
       encoder_(std::make_unique<DeltaEncoder>(store->feed())) {
   reconciler_ = std::thread([this] { Reconcile(); });
 }
@@ -471,6 +501,11 @@ void Inventory::SetMembers(const std::vector<MemberView>& members) {
     if (m.node_id != options_.node_id) expected[m.node_id] = {m.runtime_uuid, m.rank, m.epoch};
   }
   index_->SetExpected(expected);  // a member that left is hidden at once
+  if (copies_ != nullptr) {
+    std::map<std::string, std::string> live;
+    for (const auto& [node, id] : expected) live[node] = id.uuid;
+    copies_->Retain(live);  // copies of a member that left go with it
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     wanted_ = members;
@@ -490,6 +525,7 @@ void Inventory::Reconcile() {
     if (stopping()) break;
     const int64_t now = SteadyNanos();
     for (auto& [node, follower] : followers_) {
+      follower->DropCopiesIfLost(now, options_.stall_ms * 1'000'000);
       if (follower->CancelIfStalled(now, options_.stall_ms * 1'000'000)) {
         stalls_.fetch_add(1, std::memory_order_relaxed);
         spdlog::warn(

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/copy_tracker.h"
 #include "cluster/global_index.h"
 #include "cluster/ha_state.h"
 #include "cluster/live_members.h"
@@ -87,7 +88,11 @@ class Inventory {
   // The most requester nodes served at once (far more than a cluster has).
   static constexpr size_t kMaxServedRequesters = 1024;
 
-  Inventory(InventoryOptions options, Store* store, GlobalIndex* index);
+  // With `copies` (not owned), the followers tell it every change of a view
+  // they install or apply, and every stream that failed or stalled, and
+  // SetMembers the members that are live.
+  Inventory(InventoryOptions options, Store* store, GlobalIndex* index,
+            CopyTracker* copies = nullptr);
   ~Inventory();
 
   // The live members. The index forgets departed owners before this returns;
@@ -116,6 +121,7 @@ class Inventory {
   RuntimeId runtime_id_{options_.runtime_uuid};  // this manager's incarnation now
   Store* const store_;
   GlobalIndex* const index_;
+  CopyTracker* const copies_;
   const std::unique_ptr<DeltaEncoder> encoder_;  // owner side: every stream's changes
   void Reconcile();
 

@@ -249,6 +249,11 @@ constexpr Family kTrLookahead{"tierkv_remote_lookahead_total", "counter",
                               "Speculative authorizations discarded or retried"};
 constexpr Family kTrStale{"tierkv_remote_stale_retries_total", "counter",
                           "Keys routed again after their owner refused a stale entry"};
+constexpr Family kTrCopies{"tierkv_remote_copies", "gauge",
+                           "Copies of other managers' values held here, following their owners"};
+constexpr Family kTrCopiesDropped{"tierkv_remote_copies_dropped_total", "counter",
+                                  "Copies dropped because their owner replaced or removed the "
+                                  "value (stale), or its stream failed or it left (owner_lost)"};
 constexpr Family kTrEarly{"tierkv_remote_early_reads_total", "counter",
                           "Values read behind their authorization on one data connection"};
 constexpr Family kTrShared{"tierkv_remote_shared_fetches_total", "counter",
@@ -471,6 +476,9 @@ void RenderTransfer(Writer& w, const TransferStats& t) {
             {{"discarded", t.lookahead_discarded}, {"retried", t.lookahead_retries}});
   w.One(kTrStale, t.stale_retries);
   w.One(kTrEarly, t.early_reads);
+  w.One(kTrCopies, t.copies);
+  w.ByLabel(kTrCopiesDropped, "reason",
+            {{"stale", t.copies_dropped_stale}, {"owner_lost", t.copies_dropped_lost}});
   w.One(kTrShared, t.shared_flights);
   w.One(kTrAwaiting, t.grants_awaiting_release);
   w.One(kGrLive, t.grants_live);

@@ -112,7 +112,8 @@ Status Manager::WireRemoteReads() {
   fo.lookahead = cl.remote_lookahead;
   fo.authorize_over_data = cl.remote_authorize_via == "data";
   fo.credentials = peer_credentials_;
-  fetcher_ = std::make_unique<RemoteFetcher>(fo, store_.get(), index_.get(), transport_.get());
+  fetcher_ = std::make_unique<RemoteFetcher>(fo, store_.get(), index_.get(), transport_.get(),
+                                             copies_.get());
   transfer_view_ =
       std::make_unique<TransferView>(fetcher_.get(), grants_.get(), data_server_.get());
   return Status::Ok();
@@ -150,6 +151,13 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     auto calls = std::make_shared<std::atomic<uint64_t>>(0);
     m->store_->SetCommitFaultHook([every, calls] { return ++*calls % every == 0; });
   }
+  if (m->membership_) {
+    // Copies fetched from other managers follow their owners' views; the
+    // tracker observes the store from the start (before the SSD tier).
+    m->index_ = std::make_unique<GlobalIndex>(cfg.cluster.index_budget);
+    m->copies_ = std::make_unique<CopyTracker>(m->store_.get(), m->index_.get());
+    m->store_->AddObserver(m->copies_.get());
+  }
   if (cfg.kv_events) {
     Store* s = m->store_.get();
     m->publisher_ = std::make_unique<events::KvEventPublisher>(
@@ -168,7 +176,6 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
         m->etcd_.get(), Membership::Prefix(cfg.cluster.cluster_name) + "metadata/");
     ha = m->membership_.get();
     Membership* mem = m->membership_.get();
-    m->index_ = std::make_unique<GlobalIndex>(cfg.cluster.index_budget);
     InventoryOptions io;
     io.node_id = cfg.node_id;
     io.runtime_uuid = mem->runtime_uuid();
@@ -181,7 +188,8 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     io.scope_namespaces = cfg.cluster.scope_namespaces;
     if (Status st = m->WireRemoteReads(); !st.ok()) return st;
     io.credentials = m->peer_credentials_;
-    m->inventory_ = std::make_unique<Inventory>(io, m->store_.get(), m->index_.get());
+    m->inventory_ =
+        std::make_unique<Inventory>(io, m->store_.get(), m->index_.get(), m->copies_.get());
     Inventory* inv = m->inventory_.get();
     RemoteFetcher* fetcher = m->fetcher_.get();
     GrantTable* grants = m->grants_.get();

@@ -89,6 +89,7 @@ class Manager {
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<PeerServer> peer_server_;
   std::unique_ptr<GlobalIndex> index_;
+  std::unique_ptr<CopyTracker> copies_;  // declared after index_: it reads the index
   std::unique_ptr<Inventory> inventory_;
   std::unique_ptr<ClusterIndexAdapter> index_view_;
   // Remote reads. Destroyed in reverse: the data channel before the grants it
