@@ -301,6 +301,15 @@ TEST(Cluster, QuorumLossFencesThenANewIncarnationJoinsKeepingTheContents) {
         return v.ok() && *v == std::string(4096, 'v');
       },
       3 * kTtl3 * 1000));
+  // Each manager's view of the other is the new incarnation's, and follows
+  // it: a fence taken on one now is covered by the other.
+  for (auto [from, to] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    const Json fence = Json::parse(PostText(*from->proc, "/cache/sync", ""), nullptr, false);
+    ASSERT_TRUE(fence.contains("inventory_fence")) << fence.dump();
+    const Json body = {{"inventory_fence", fence["inventory_fence"]}, {"timeout_ms", 10000}};
+    const std::string got = PostText(*to->proc, "/cache/metadata/await", body.dump());
+    EXPECT_NE(got.find("\"success\":true"), std::string::npos) << got;
+  }
   EXPECT_EQ(a.proc->Stop(SIGTERM), 0);
 }
 

@@ -19,8 +19,7 @@ void RestServer::ClusterRoutes() {
   HaStateProvider* ha = deps_.ha;
   Store* store = deps_.store;
   const ClusterView me = ha->Members();
-  const std::string self = me.node_id;  // both fixed for the process
-  const std::string self_uuid = me.runtime_uuid;
+  const std::string self = me.node_id;  // fixed for the process (not the runtime UUID)
   http_->Get("/cluster/members", [ha](const httplib::Request&, httplib::Response& res) {
     const ClusterView v = ha->Members();
     Json j;
@@ -92,7 +91,10 @@ void RestServer::ClusterRoutes() {
   });
   http_->Post("/cache/sync", [=](const httplib::Request&, httplib::Response& res) {
     if (index == nullptr) return standalone(res);
+    // This incarnation's: a manager that joined again after a fence has a
+    // new runtime UUID and epoch.
     const uint64_t self_epoch = ha->Epoch();  // set once registered
+    const std::string self_uuid = ha->Members().runtime_uuid;
     Json j;
     j["success"] = true;
     j["inventory_fence"] = {{"owner", self},
@@ -142,6 +144,7 @@ void RestServer::ClusterRoutes() {
     FenceSeen seen;
     if (owner.node == self) {  // this manager's own feed: woken by its changes
       const uint64_t self_epoch = ha->Epoch();
+      const std::string self_uuid = ha->Members().runtime_uuid;
       seen.view_uuid = self_uuid;
       seen.current = true;
       seen.epoch = self_epoch;
