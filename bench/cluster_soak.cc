@@ -3,10 +3,12 @@
 // manager is SIGKILLed and restarted on its SSD tier, drained by a drain job
 // (the whole node, its SSD segment, its DRAM segment, in turn), paused, or
 // stopped gracefully (exit 0, member record gone at once) and restarted, or
-// etcd is paused; then checks.
+// etcd is paused briefly, or one manager's peer port is cut off from the
+// others (a partition that drops packets), or etcd is paused long enough to
+// fence every manager (a quorum loss); then checks.
 //
 //   tierkv_cluster_soak [--seconds 120] [--managers 3] [--clients 6] [--max-rss-mib N]
-//                       [--peer-tls] [--no-chaos]
+//                       [--peer-tls] [--no-chaos] [--chaos STEP,...]
 //
 // Each client thread has a home manager. It puts immutable objects there
 // (removing its oldest ones from every manager as it goes), upserts a few
@@ -35,6 +37,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -61,6 +64,8 @@ struct Options {
   int managers = 3;
   int clients = 6;
   bool chaos = true;
+  // The disruptions to take turns (kChaosSteps names them); empty: all.
+  std::vector<std::string> only;
   // The most resident memory a manager may reach: its pool, gRPC and the
   // rest (a sanitizer build needs more: --max-rss-mib).
   uint64_t max_rss = kPoolBytes + (448ull << 20);
@@ -206,20 +211,91 @@ std::string Drain(Shared& s, int i, int what) {
 struct ChaosLog {
   int kills = 0, restarts_failed = 0, pauses = 0, drains = 0, drains_not_done = 0;
   int graceful = 0, etcd_pauses = 0;
+  int partitions = 0, partitions_unnoticed = 0;     // unnoticed: no peer saw the stream stall
+  int quorum_losses = 0, quorum_not_recovered = 0;  // not recovered: a member stayed fenced
   std::vector<std::string> drain_lines;
 };
 
+int64_t SumOverOthers(Shared& s, int except, const std::string& series) {
+  int64_t sum = 0;
+  for (int i = 0; i < static_cast<int>(s.members.size()); ++i) {
+    if (i != except) sum += std::max<int64_t>(0, Metric(*s.members[i], series));
+  }
+  return sum;
+}
+
+// Member `target`'s peer port drops everything for `seconds` (more than the
+// 3 s --inventory-stall-ms): the others' streams from it stall and their
+// views of it turn partial, then recover. False when no other manager saw a
+// stall.
+bool Partition(Shared& s, int target, double seconds) {
+  const std::string stalls = "tierkv_inventory_requester_stalls_total";
+  const int64_t before = SumOverOthers(s, target, stalls);
+  s.members[target]->peer_proxy->SetMode(testing::FaultProxy::Mode::kBlackhole);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  s.members[target]->peer_proxy->SetMode(testing::FaultProxy::Mode::kPass);
+  return SumOverOthers(s, target, stalls) > before;
+}
+
+// etcd answers nothing for `seconds` (more than the 4 s a registration of
+// TTL 10 rides out): every manager fences, keeps serving locally, and joins
+// again as a new incarnation once etcd is back. False when a manager is
+// still fenced, or never joined again, 30 s after etcd came back.
+bool QuorumLoss(Shared& s, testing::EtcdCluster& etcd, double seconds) {
+  std::vector<int64_t> rejoins;
+  for (auto& m : s.members) rejoins.push_back(Metric(*m, "tierkv_membership_rejoins_total"));
+  etcd.Pause(0);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  etcd.Resume(0);
+  bool ok = true;
+  for (size_t i = 0; i < s.members.size(); ++i) {
+    Member& m = *s.members[i];
+    const bool back = WaitFor(
+        [&] {
+          return Metric(m, "tierkv_cluster_fenced") == 0 &&
+                 Metric(m, "tierkv_membership_rejoins_total") > rejoins[i];
+        },
+        30000);
+    if (!back) {
+      std::fprintf(stderr, "cluster soak: %s did not join again after the quorum loss\n",
+                   m.id.c_str());
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 // One disruption every `period` seconds, in turn: a kill and restart, a
 // drain (of the node, its SSD segment, its DRAM segment, in turn), a pause
-// of 1 s, a graceful restart (each of the next member), and a pause of etcd
+// of 1 s, a graceful restart (each of the next member), a pause of etcd
 // for 2 s (half the 4 s outage a registration of TTL 10 rides out: see
-// KeepAliveScheduleFor), until `until`.
-void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until, ChaosLog* log) {
+// KeepAliveScheduleFor), a partition of one manager's peer port for 5 s, and
+// a quorum loss of 8 s, until `until`.
+constexpr const char* kChaosSteps[] = {"kill",       "drain",     "pause",      "graceful",
+                                       "etcd-pause", "partition", "quorum-loss"};
+
+void Chaos(Shared& s, testing::EtcdCluster& etcd, double period, double until,
+           const std::vector<std::string>& only, ChaosLog* log) {
+  std::vector<int> steps;
+  for (int i = 0; i < static_cast<int>(std::size(kChaosSteps)); ++i) {
+    if (only.empty() || std::find(only.begin(), only.end(), kChaosSteps[i]) != only.end()) {
+      steps.push_back(i);
+    }
+  }
+  const int kSteps = static_cast<int>(steps.size());
   const int n = static_cast<int>(s.members.size());
-  for (int step = 0; NowSeconds() + period < until; ++step) {
+  for (int step = 0; kSteps > 0 && NowSeconds() + period < until; ++step) {
     std::this_thread::sleep_for(std::chrono::duration<double>(period));
-    const int target = (step / 5) % n;
-    switch (step % 5) {
+    const int target = (step / kSteps) % n;
+    switch (steps[step % kSteps]) {
+      case 5:
+        ++log->partitions;
+        if (!Partition(s, target, 5.0)) ++log->partitions_unnoticed;
+        break;
+      case 6:
+        ++log->quorum_losses;
+        if (!QuorumLoss(s, etcd, 8.0)) ++log->quorum_not_recovered;
+        break;
       case 0:
         ++log->kills;
         if (!Restart(s, target, SIGKILL)) ++log->restarts_failed;
@@ -395,6 +471,8 @@ int Run(const Options& opt) {
   for (int i = 0; i < opt.managers; ++i) {
     auto m = std::make_unique<Member>();
     m->id = "n" + std::to_string(i);
+    const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+    m->peer_proxy = std::make_unique<testing::FaultProxy>(addr);
     m->args = {"--etcd-endpoints",
                etcd.endpoints(),
                "--cluster-name",
@@ -402,7 +480,9 @@ int Run(const Options& opt) {
                "--node-id",
                m->id,
                "--addr",
-               "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()),
+               addr,
+               "--peer-advertise-addr",
+               m->peer_proxy->addr(),
                "--membership-ttl-secs",
                "10",
                "--dram-size",
@@ -445,7 +525,7 @@ int Run(const Options& opt) {
   }
   // On this thread: a manager dies with the thread that started it.
   ChaosLog chaos;
-  if (opt.chaos) Chaos(s, etcd, opt.seconds / 16, start + opt.seconds * 0.8, &chaos);
+  if (opt.chaos) Chaos(s, etcd, opt.seconds / 16, start + opt.seconds * 0.8, opt.only, &chaos);
   for (auto& t : clients) t.join();
   stop = true;
   scraper.join();
@@ -473,9 +553,11 @@ int Run(const Options& opt) {
   std::printf("cluster soak: %d managers, %d clients, %.0f s, %llu ops\n", opt.managers,
               opt.clients, opt.seconds, static_cast<unsigned long long>(t.ops.load()));
   std::printf(
-      "  misses %llu, no_space %llu, failures during a restart %llu, lookups unknown %llu, "
+      "  misses %llu (and %llu removes of objects a manager did not hold), no_space %llu, "
+      "failures during a restart %llu, lookups unknown %llu, "
       "remote candidates %llu, older mutable versions read %llu, upserts retried %llu\n",
       static_cast<unsigned long long>(t.misses.load()),
+      static_cast<unsigned long long>(t.remove_absent.load()),
       static_cast<unsigned long long>(t.no_space.load()),
       static_cast<unsigned long long>(t.down.load()),
       static_cast<unsigned long long>(t.unavailable_lookups.load()),
@@ -488,16 +570,38 @@ int Run(const Options& opt) {
   std::printf(
       "  chaos: %d kills, %d graceful restarts (%d restarts failed), %d drains (%d not done "
       "or not adding up), "
-      "%d pauses, %d etcd pauses\n",
+      "%d pauses, %d etcd pauses, %d partitions (%d unnoticed), %d quorum losses (%d not "
+      "recovered)\n",
       chaos.kills, chaos.graceful, chaos.restarts_failed, chaos.drains, chaos.drains_not_done,
-      chaos.pauses, chaos.etcd_pauses);
+      chaos.pauses, chaos.etcd_pauses, chaos.partitions, chaos.partitions_unnoticed,
+      chaos.quorum_losses, chaos.quorum_not_recovered);
   for (const std::string& line : chaos.drain_lines) std::printf("  drain: %s\n", line.c_str());
+  int64_t copies_stale = 0, copies_lost = 0;
+  for (auto& m : s.members) {
+    copies_stale += Metric(*m, "tierkv_remote_copies_dropped_total{reason=\"stale\"}");
+    copies_lost += Metric(*m, "tierkv_remote_copies_dropped_total{reason=\"owner_lost\"}");
+  }
+  std::printf("  copies dropped since the last restarts: %lld stale, %lld with their owner lost\n",
+              static_cast<long long>(copies_stale), static_cast<long long>(copies_lost));
+  std::printf("  remote fetch misses since the last restarts:");
+  for (const char* reason :
+       {"not_indexed", "refused", "budget", "read_failed", "local_space", "grant_slots"}) {
+    int64_t sum = 0;
+    for (auto& m : s.members) {
+      sum += std::max<int64_t>(
+          0,
+          Metric(*m, std::string("tierkv_remote_fetch_misses_total{reason=\"") + reason + "\"}"));
+    }
+    std::printf(" %s %lld", reason, static_cast<long long>(sum));
+  }
+  std::printf("\n");
   std::printf("  survivors checked %llu, lost or wrong %llu; views converged %s; nothing held %s\n",
               static_cast<unsigned long long>(checked), static_cast<unsigned long long>(lost),
               converged ? "yes" : "no", nothing_held ? "yes" : "no");
   for (const std::string& e : t.samples) std::printf("  failure: %s\n", e.c_str());
   const bool ok = t.unexpected == 0 && t.corrupt == 0 && chaos.restarts_failed == 0 &&
-                  chaos.drains_not_done == 0 && converged && lost == 0 && checked > 0 &&
+                  chaos.drains_not_done == 0 && chaos.partitions_unnoticed == 0 &&
+                  chaos.quorum_not_recovered == 0 && converged && lost == 0 && checked > 0 &&
                   nothing_held && serving && rss_ok && t.remote_candidates > 0;
   std::printf("cluster soak: %s\n", ok ? "PASS" : "FAIL");
   for (auto& m : s.members) {
@@ -527,10 +631,26 @@ int main(int argc, char** argv) {
       opt.peer_tls = true;
     } else if (a == "--no-chaos") {
       opt.chaos = false;
+    } else if (a == "--chaos" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        opt.only.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+      for (const std::string& name : opt.only) {
+        if (std::find(std::begin(tierkv::cluster_soak::kChaosSteps),
+                      std::end(tierkv::cluster_soak::kChaosSteps),
+                      name) == std::end(tierkv::cluster_soak::kChaosSteps)) {
+          std::fprintf(stderr, "tierkv_cluster_soak: unknown disruption %s\n", name.c_str());
+          return 2;
+        }
+      }
     } else {
       std::fprintf(stderr,
                    "usage: tierkv_cluster_soak [--seconds S] [--managers N] [--clients N] "
-                   "[--max-rss-mib N] [--peer-tls] [--no-chaos]\n");
+                   "[--max-rss-mib N] [--peer-tls] [--no-chaos] [--chaos kill,drain,pause,"
+                   "graceful,etcd-pause,partition,quorum-loss]\n");
       return 2;
     }
   }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "fault_proxy.h"
 #include "manager_process.h"
 
 namespace tierkv::cluster_soak {
@@ -25,6 +26,9 @@ namespace tierkv::cluster_soak {
 struct Member {
   std::string id;
   std::vector<std::string> args;  // the same at every start: node id, --addr, --ssd-dir
+  // In front of its peer port (--peer-advertise-addr): the other managers
+  // reach its peer gRPC through it, so a partition can cut them off.
+  std::unique_ptr<testing::FaultProxy> peer_proxy;
   std::mutex mu;
   std::unique_ptr<testing::ManagerProcess> proc;  // guarded by mu
   std::string uds;                                // guarded by mu
@@ -44,6 +48,9 @@ struct Member {
 struct Tally {
   std::atomic<uint64_t> ops{0}, misses{0}, no_space{0}, down{0}, unavailable_lookups{0};
   std::atomic<uint64_t> remote_candidates{0}, stale_mutable{0}, retries{0};
+  // Removes everywhere of an old object that found nothing on a manager (it
+  // held no copy): not counted among the misses.
+  std::atomic<uint64_t> remove_absent{0};
   std::atomic<uint64_t> unexpected{0}, corrupt{0};
   std::mutex mu;
   std::vector<std::string> samples;  // the first few failures, for the report

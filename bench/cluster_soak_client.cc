@@ -134,7 +134,12 @@ void ClientLoop(int id, Shared* shared, double deadline, ClientState* state) {
     for (int m = 0; m < s.size(); ++m) {
       uint64_t epoch = 0;
       if (Client* c = s.Of(m, &epoch)) {
-        s.Judge(m, epoch, c->Remove(key, tenant), "remove", {Code::kNotFound});
+        const Status st = c->Remove(key, tenant);
+        if (st.code() == Code::kNotFound) {
+          ++t.remove_absent;
+          continue;
+        }
+        s.Judge(m, epoch, st, "remove", {});
       }
     }
   };

@@ -29,9 +29,11 @@
 // authorization that failed while speculative is retried once when its turn
 // comes. A key refused by the owner (gone, another generation, the owner's
 // budget spent) or lost with its owner is a bounded miss: NOT_FOUND naming the
-// reason, and a counter; a key refused as gone or replaced is routed once more
-// when the index names another value by then. Every call is bounded by the authorization and
-// data-channel deadlines; nothing waits without one.
+// reason, and a counter; a key refused as gone or replaced is routed again (up
+// to three rounds): to the value the index names by then, or, when it still
+// names the refused one, to the same owner for whatever value it holds now.
+// Every call is bounded by the authorization and data-channel deadlines;
+// nothing waits without one.
 //
 // Grants awaiting release are bounded: per owner per_source_grants and in all
 // global_grants; a fetch that cannot get a slot in time misses. A release that
