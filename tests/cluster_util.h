@@ -19,6 +19,7 @@
 
 #include "etcd/etcd_client.h"
 #include "etcd_process.h"
+#include "fault_proxy.h"
 #include "manager_process.h"
 #include "scratch_dir.h"
 #include "tierkv/client.h"
@@ -81,6 +82,28 @@ inline Node StartNode(const std::string& endpoints, const std::string& cluster,
   }
   std::fprintf(stderr, "StartNode %s: %s\n", id.c_str(), why.c_str());
   std::abort();
+}
+
+// A manager its peers reach only through a proxy in front of its peer port
+// (--peer-advertise-addr), which can drop everything without closing
+// anything: a partition, with the process alive and its etcd lease renewed.
+struct ProxiedNode {
+  std::unique_ptr<testing::FaultProxy> proxy;
+  std::unique_ptr<ManagerProcess> proc;
+};
+inline ProxiedNode StartBehindProxy(const std::string& endpoints, const std::string& cluster,
+                                    const std::string& id) {
+  ProxiedNode n;
+  const std::string addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  n.proxy = std::make_unique<testing::FaultProxy>(addr);
+  std::string why;
+  n.proc = ManagerProcess::TryStart(
+      NodeArgs(endpoints, cluster, id, addr, {"--peer-advertise-addr", n.proxy->addr()}), &why);
+  if (!n.proc) {
+    std::fprintf(stderr, "StartBehindProxy %s: %s\n", id.c_str(), why.c_str());
+    std::abort();
+  }
+  return n;
 }
 
 // The answer's JSON; null when there is none or it does not parse, so that a

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "cluster_util.h"
-#include "fault_proxy.h"
 
 namespace tierkv {
 namespace {
@@ -129,13 +128,9 @@ TEST(CopyConsistency, ReadersOnAnotherManagerNeverGoBackAndNeverMissUnderUpserts
 TEST(CopyConsistency, CopiesOfAnOwnerCutOffForTheStallBoundAreDropped) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  const std::string a_addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  testing::FaultProxy proxy(a_addr);
-  std::string why;
-  std::unique_ptr<ManagerProcess> a = ManagerProcess::TryStart(
-      NodeArgs(etcd.endpoints(), cluster, "a", a_addr, {"--peer-advertise-addr", proxy.addr()}),
-      &why);
-  ASSERT_TRUE(a) << why;
+  ProxiedNode pa = StartBehindProxy(etcd.endpoints(), cluster, "a");
+  std::unique_ptr<ManagerProcess>& a = pa.proc;
+  testing::FaultProxy& proxy = *pa.proxy;
   Node b = StartNode(etcd.endpoints(), cluster, "b", {"--inventory-stall-ms", "2000"});
   auto ca = Client::Connect(a->uds());
   auto cb = Client::Connect(b.proc->uds());

@@ -598,15 +598,10 @@ TEST(Inventory, AStalledStreamHoldsNoMoreEncodedChangesThanTheJournal) {
 TEST(Inventory, AStreamThatGoesSilentTurnsTheOwnersViewPartialAndLookupsUnknown) {
   EtcdCluster etcd(1);
   const std::string cluster = UniqueCluster();
-  // Its peers reach a only through the proxy, which can drop everything
-  // without closing anything (a's process alive, its etcd lease renewed).
-  const std::string a_addr = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  testing::FaultProxy proxy(a_addr);
-  std::string why;
-  std::unique_ptr<ManagerProcess> a = ManagerProcess::TryStart(
-      NodeArgs(etcd.endpoints(), cluster, "a", a_addr, {"--peer-advertise-addr", proxy.addr()}),
-      &why);
-  ASSERT_TRUE(a) << why;
+  // Its peers reach a only through the proxy.
+  ProxiedNode pa = StartBehindProxy(etcd.endpoints(), cluster, "a");
+  std::unique_ptr<ManagerProcess>& a = pa.proc;
+  testing::FaultProxy& proxy = *pa.proxy;
   Node b = StartNode(etcd.endpoints(), cluster, "b", {"--inventory-stall-ms", "2000"});
   auto ca = Client::Connect(a->uds());
   auto cb = Client::Connect(b.proc->uds());

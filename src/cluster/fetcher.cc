@@ -131,9 +131,9 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     }
   }
   // Route and fetch every key this call leads. A key its owner refused as
-  // gone or replaced is routed once more: to the value the index names now
-  // if it caught up with the owner meanwhile, else to the same owner for
-  // whatever value it holds (its generation 0).
+  // gone or replaced is routed again, up to kStaleRounds times: to the value
+  // the index names now if it caught up with the owner meanwhile, else to the
+  // same owner for whatever value it holds (generation 0).
   std::vector<Item*> todo;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (led[i]) todo.push_back(&items[i]);
