@@ -42,8 +42,10 @@ class Connections:
     a connection serialises its calls, so each thread gets its own and a
     backup never delays a lookup. Thread-safe."""
 
-    def __init__(self, address: str, tenant: str, rank: int, namespace: str):
+    def __init__(self, address: str, tenant: str, rank: int, namespace: str,
+                 client_name: str = "sglang-hicache"):
         self.address, self.tenant, self.rank, self.namespace = address, tenant, rank, namespace
+        self.client_name = client_name
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[Client] = []
@@ -58,13 +60,13 @@ class Connections:
         if now < getattr(self._local, "retry_at", 0.0):
             return None
         try:
-            c = Client(self.address, self.tenant, rank=self.rank, client_name="sglang-hicache",
+            c = Client(self.address, self.tenant, rank=self.rank, client_name=self.client_name,
                        namespace=self.namespace)
         except (TierkvError, OSError) as e:
             self._local.retry_at = now + RECONNECT_INTERVAL_S
             with self._lock:
                 self.connect_failures += 1
-            log.warning("tierkv: cannot connect to %s (%s); pages are recomputed meanwhile",
+            log.warning("tierkv: cannot connect to %s (%s); the KV is recomputed meanwhile",
                         self.address, e)
             return None
         self._local.client = c

@@ -1,0 +1,1 @@
+"""Stand-in of vLLM for the tests (only what the connector uses)."""
