@@ -36,6 +36,25 @@ def _block_views(kv: torch.Tensor, layout: str, block: int) -> list[torch.Tensor
     return [kv[block]]
 
 
+class _Layer:
+    """One layer's tensor and, when its blocks are contiguous host memory,
+    the arithmetic of their addresses (no tensor view made per block)."""
+
+    def __init__(self, kv: torch.Tensor, layout: str):
+        self.kv, self.layout = kv, layout
+        first = _block_views(kv, layout, 0)
+        self.in_place = kv.device.type == "cpu" and all(v.is_contiguous() for v in first)
+        size = kv.element_size()
+        self.part_bytes = first[0].numel() * size
+        if layout == "flash_attn":
+            self.offsets = [0, kv.stride(0) * size]
+            self.block_stride = kv.stride(1) * size
+        else:
+            self.offsets = [0]
+            self.block_stride = kv.stride(0) * size
+        self.base = kv.data_ptr()
+
+
 def detect_layout(kv: torch.Tensor, num_blocks: int | None) -> str:
     """vLLM's layout of one layer's KV tensor; ValueError for any other."""
     if kv.dim() == 5 and kv.shape[0] == 2 and (num_blocks is None or kv.shape[1] == num_blocks):
@@ -51,7 +70,7 @@ def detect_layout(kv: torch.Tensor, num_blocks: int | None) -> str:
 class Worker:
     def __init__(self, conns: Connections, prefix: str):
         self._conns, self._prefix = conns, prefix
-        self._layers: list[tuple[torch.Tensor, str]] = []
+        self._layers: list[_Layer] = []
         self._jobs: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -71,7 +90,7 @@ class Worker:
         num_blocks = None
         if first is not None and first.dim() == 5 and first.shape[0] == 2:
             num_blocks = first.shape[1]
-        self._layers = [(kv, detect_layout(kv, num_blocks)) for kv in kv_caches.values()]
+        self._layers = [_Layer(kv, detect_layout(kv, num_blocks)) for kv in kv_caches.values()]
         if first is not None and first.is_cuda:
             self._stream = torch.cuda.Stream(device=first.device)
 
@@ -149,15 +168,16 @@ class Worker:
         if client is None:
             return [False] * len(t.block_ids)
         keys = [f"{self._prefix}/{h}" for h in t.hashes]
-        views = [v for b in t.block_ids for kv, layout in self._layers
-                 for v in _block_views(kv, layout, b)]
-        per_block = len(views) // len(t.block_ids)
         try:
-            if all(v.device.type == "cpu" and v.is_contiguous() for v in views):
-                addrs = [v.data_ptr() for v in views]
-                lens = [v.numel() * v.element_size() for v in views]
+            if all(layer.in_place for layer in self._layers):
+                addrs = [layer.base + b * layer.block_stride + off for b in t.block_ids
+                         for layer in self._layers for off in layer.offsets]
+                lens = [layer.part_bytes for _ in t.block_ids for layer in self._layers
+                        for _ in layer.offsets]
                 return self._call(client, kind, keys, addrs, lens)
-            return self._staged(client, kind, keys, views, per_block)
+            views = [v for b in t.block_ids for layer in self._layers
+                     for v in _block_views(layer.kv, layer.layout, b)]
+            return self._staged(client, kind, keys, views, len(views) // len(t.block_ids))
         except (TierkvError, OSError) as e:
             log.warning("tierkv: %s of %d blocks failed (%s)", kind, len(keys), e)
             self._conns.drop()
