@@ -94,6 +94,7 @@ bench: build
 	$(BUILD_DIR)/tierkv_remote_bench --json bench/results/remote.json
 	$(BUILD_DIR)/tierkv_data_channel_bench --json bench/results/data_channel.json
 	/usr/bin/python3 bench/hicache_bench.py --build $(BUILD_DIR)
+	/usr/bin/python3 bench/vllm_bench.py --build $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
