@@ -5,7 +5,7 @@
 namespace tierkv {
 
 bool CopyTracker::Track(std::string_view tenant, std::string_view key, uint64_t local_generation,
-                        Source source) {
+                        Source source, bool keep_stale) {
   const Hash h = OwnerView::HashOf(tenant, key);
   std::vector<Victim> victims;
   {
@@ -26,8 +26,13 @@ bool CopyTracker::Track(std::string_view tenant, std::string_view key, uint64_t 
     size_.store(copies_.size(), std::memory_order_relaxed);
     if (StaleLocked(h, c)) EvictLocked(h, victims);
   }
-  Remove(victims, dropped_stale_);
-  return victims.empty();
+  if (victims.empty()) return true;
+  if (keep_stale) {
+    dropped_stale_.fetch_add(1, std::memory_order_relaxed);  // its caller removes it
+  } else {
+    Remove(victims, dropped_stale_);
+  }
+  return false;
 }
 
 bool CopyTracker::StaleLocked(const Hash& h, const Copy& c) const {

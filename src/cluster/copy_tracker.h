@@ -67,10 +67,10 @@ class CopyTracker final : public ReplicaObserver {
 
   // A copy of `source`'s value of (tenant, key) was committed here at
   // `local_generation`. Returns false when the view already shows that value
-  // replaced or removed: the copy was dropped again (the caller treats the
-  // key as stale).
+  // replaced or removed: the copy is then not tracked, and removed unless
+  // `keep_stale` (the caller removes it once it has read it).
   bool Track(std::string_view tenant, std::string_view key, uint64_t local_generation,
-             Source source);
+             Source source, bool keep_stale = false);
 
   // The view of `owner` changed; call after the index applied it.
   void OnChanges(const std::string& owner, std::span<const InventoryDelta> changes);

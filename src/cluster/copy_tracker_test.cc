@@ -136,6 +136,18 @@ TEST_F(CopyTrackerTest, ACopyTheViewAlreadyShowsReplacedOrRemovedIsDroppedAtOnce
   EXPECT_EQ(tracker_->Stats().tracked, 0u);
 }
 
+// A get that fetched a value its owner replaced meanwhile may read it once:
+// with keep_stale the copy stays (untracked) for its caller to remove.
+TEST_F(CopyTrackerTest, AStaleCopyKeptForItsCallerIsNeitherTrackedNorRemoved) {
+  Install(10, {Change(InventoryDelta::kStored, "k", 14)});
+  const uint64_t local = Commit("k", "first");
+  EXPECT_FALSE(tracker_->Track("t", "k", local, {"a", "ua", 12, 15}, /*keep_stale=*/true));
+  EXPECT_TRUE(Held("k"));
+  EXPECT_EQ(tracker_->Stats().tracked, 0u);
+  EXPECT_EQ(tracker_->Stats().dropped_stale, 1u);
+  EXPECT_TRUE(store_->RemoveIfAt({"t", "k"}, local).ok());
+}
+
 // Without a complete view (a stream that ended cleanly and starts again), a
 // copy is kept and judged against the snapshot installed next.
 TEST_F(CopyTrackerTest, ACopyMadeWithoutACompleteViewIsJudgedByTheNextSnapshot) {

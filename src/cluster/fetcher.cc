@@ -107,7 +107,8 @@ std::shared_ptr<RemoteFetcher::Peer> RemoteFetcher::PeerOf(const std::string& no
 }
 
 std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
-                                         std::span<const std::string_view> keys) {
+                                         std::span<const std::string_view> keys,
+                                         std::vector<uint64_t>* superseded) {
   TraceScope trace(Trace().fetch);
   fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
   std::vector<Item> items(keys.size());
@@ -118,6 +119,7 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     for (size_t i = 0; i < keys.size(); ++i) {
       items[i].tenant = tenant;
       items[i].key = keys[i];
+      items[i].keep_superseded = superseded != nullptr;
       composites[i].reserve(tenant.size() + 1 + keys[i].size());
       composites[i].append(tenant).push_back('\0');
       composites[i].append(keys[i]);
@@ -131,9 +133,9 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     }
   }
   // Route and fetch every key this call leads. A key its owner refused as
-  // gone or replaced is routed again, up to kStaleRounds times: to the value
-  // the index names now if it caught up with the owner meanwhile, else to the
-  // same owner for whatever value it holds (generation 0).
+  // gone or replaced is asked again, up to kStaleRounds times: of the same
+  // owner for whatever value it holds (generation 0), or, when the index names
+  // the key on other managers only by now, of one of them.
   std::vector<Item*> todo;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (led[i]) todo.push_back(&items[i]);
@@ -144,17 +146,19 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     std::vector<Item*> again;
     for (Item* it : round) {
       if (!it->stale || !it->only_owner.empty()) continue;
+      // The refusing owner is asked for whatever value it holds now (an
+      // owner that upserts faster than its stream reaches the index makes
+      // every exact generation stale), unless the index names the key on
+      // other managers only by now. An owner asked for whatever it holds
+      // that refused holds nothing.
       const IndexLookup found = index_->Lookup(tenant, it->key);
-      const bool moved =
-          std::any_of(found.locations.begin(), found.locations.end(), [&](const RemoteLocation& l) {
-            return l.generation != it->loc.generation || l.owner_uuid != it->loc.owner_uuid;
-          });
-      // The value the index names now, exactly; when it names the refused
-      // one still, whatever its owner holds now. An owner asked for whatever
-      // it holds that refused holds nothing.
-      if (!moved && it->any_generation) continue;
-      it->any_generation = !moved;
-      it->same_owner = !moved;
+      const bool elsewhere =
+          !found.locations.empty() &&
+          std::none_of(found.locations.begin(), found.locations.end(),
+                       [&](const RemoteLocation& l) { return l.owner_uuid == it->loc.owner_uuid; });
+      if (!elsewhere && it->any_generation) continue;
+      it->any_generation = !elsewhere;
+      it->same_owner = !elsewhere;
       it->stale = false;
       it->attempted = false;
       stale_retries_.fetch_add(1, std::memory_order_relaxed);
@@ -175,6 +179,10 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
   }
   flights_cv_.notify_all();
   std::vector<Status> out(keys.size());
+  if (superseded != nullptr) {
+    superseded->assign(keys.size(), 0);
+    for (size_t i = 0; i < keys.size(); ++i) (*superseded)[i] = items[i].superseded;
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
     if (led[i]) {
       out[i] = std::move(items[i].status);
@@ -705,7 +713,15 @@ void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t all
   if (copies_ != nullptr && item.only_owner.empty() &&
       !copies_->Track(
           item.tenant, item.key, generation,
-          {item.loc.owner, item.loc.owner_uuid, item.loc.generation, item.owner_sequence})) {
+          {item.loc.owner, item.loc.owner_uuid, item.loc.generation, item.owner_sequence},
+          item.keep_superseded)) {
+    if (item.keep_superseded) {  // the caller reads it once, then removes it
+      item.superseded = generation;
+      objects_.fetch_add(1, std::memory_order_relaxed);
+      bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
+      item.status = Status::Ok();
+      return;
+    }
     // Replaced or removed on its owner while it was read: routed again.
     item.stale = true;
     item.status = NotFound(item.loc.owner + " replaced or removed " + std::string(item.key) +

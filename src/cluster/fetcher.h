@@ -29,9 +29,9 @@
 // authorization that failed while speculative is retried once when its turn
 // comes. A key refused by the owner (gone, another generation, the owner's
 // budget spent) or lost with its owner is a bounded miss: NOT_FOUND naming the
-// reason, and a counter; a key refused as gone or replaced is routed again (up
-// to three rounds): to the value the index names by then, or, when it still
-// names the refused one, to the same owner for whatever value it holds now.
+// reason, and a counter; a key refused as gone or replaced is asked again (up
+// to three rounds): of the same owner for whatever value it holds now, or,
+// when the index names the key on other managers only by then, of them.
 // Every call is bounded by the authorization and data-channel deadlines;
 // nothing waits without one.
 //
@@ -121,7 +121,13 @@ class RemoteFetcher {
   // One status per key, in order: OK when the key is now local (fetched, or
   // stored locally meanwhile), NOT_FOUND with the reason otherwise (not in the
   // index, refused by its owner, the owner lost, no local space, ...).
-  std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys);
+  // With `superseded` (resized to one per key), a value its owner replaced
+  // while it was read is still answered OK, kept here untracked, and its
+  // local generation given there: the caller reads it once, then removes it
+  // (Store::RemoveIfAt). Without, such a copy is removed at once and the key
+  // asked again.
+  std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
+                            std::vector<uint64_t>* superseded = nullptr);
 
   // A drain's copy (Peer/Pull): brings the values `source` holds at exactly
   // `generations` (one per key) into the local store, through the same grant

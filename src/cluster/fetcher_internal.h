@@ -47,6 +47,10 @@ struct RemoteFetcher::Item {
   bool same_owner = false;  // ... of loc's owner again, not routed by the index
   // The owner's change sequence its authorization answer carried.
   uint64_t owner_sequence = 0;
+  // Fetch with `superseded`: a copy its owner replaced while it was read is
+  // kept for the caller (its local generation here) instead of removed.
+  bool keep_superseded = false;
+  uint64_t superseded = 0;
   // Whether the owner granted the value the index named (same size), or any
   // value when any_generation.
   bool GrantedAsIndexed(const GrantAnswer& ans) const {

@@ -12,11 +12,12 @@ std::string IndexCatalog::OutOfScope(std::string_view name_space) const {
 
 std::vector<Status> IndexCatalog::Fetch(std::string_view tenant,
                                         std::span<const std::string_view> keys,
-                                        std::string_view name_space) const {
+                                        std::string_view name_space,
+                                        std::vector<uint64_t>* superseded) const {
   std::string why = OutOfScope(name_space);
   if (fetcher_ == nullptr) why = "remote reads are off";
   if (!why.empty()) return std::vector<Status>(keys.size(), NotFound("not found here; " + why));
-  return fetcher_->Fetch(tenant, keys);
+  return fetcher_->Fetch(tenant, keys, superseded);
 }
 
 RemoteAnswer IndexCatalog::Lookup(std::string_view tenant, std::string_view key,

@@ -28,7 +28,8 @@ class IndexCatalog final : public RemoteCatalog {
   RemoteAnswer Lookup(std::string_view tenant, std::string_view key,
                       std::string_view name_space) const override;
   std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
-                            std::string_view name_space) const override;
+                            std::string_view name_space,
+                            std::vector<uint64_t>* superseded) const override;
 
  private:
   // Why `name_space` is outside the scope; empty when inside.

@@ -36,9 +36,13 @@ class RemoteCatalog {
                               std::string_view name_space) const = 0;
   // Brings `keys` of `tenant` held by other managers into the local store
   // (the remote read path). One status per key, in order: OK when the key is
-  // local now; NOT_FOUND with the reason otherwise.
+  // local now; NOT_FOUND with the reason otherwise. `superseded` (one per
+  // key) gets, for a value its owner replaced while it was fetched, the
+  // local generation of that copy (else 0): it is the caller's to read once
+  // and then remove (Store::RemoveIfAt), so that no later get is served it.
   virtual std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
-                                    std::string_view name_space) const = 0;
+                                    std::string_view name_space,
+                                    std::vector<uint64_t>* superseded) const = 0;
 };
 
 }  // namespace tierkv

@@ -451,9 +451,19 @@ Result<LeaseGrant> Session::LeaseOrFetch(std::string_view tenant, std::string_vi
   const RemoteCatalog* catalog = server_->catalog();
   if (g.ok() || g.status().code() != Code::kNotFound || catalog == nullptr) return g;
   const std::string_view one[] = {key};
-  Status fetched = std::move(catalog->Fetch(tenant, one, caller_.name_space).front());
-  if (!fetched.ok()) return fetched;
-  return store_->Lease(caller_, {tenant, key}, hold);
+  // A fetched copy can be dropped before it is read here (its owner replaced
+  // or removed the value meanwhile, cluster/copy_tracker.h): fetch again.
+  std::vector<uint64_t> superseded;
+  for (int round = 0; round < kFetchRounds; ++round) {
+    Status fetched =
+        std::move(catalog->Fetch(tenant, one, caller_.name_space, &superseded).front());
+    if (!fetched.ok()) return fetched;
+    // A lease: a superseded copy is read under it, never served again.
+    g = store_->Lease(caller_, {tenant, key}, superseded[0] != 0 ? ReadHold::kLease : hold);
+    if (superseded[0] != 0) (void)store_->RemoveIfAt({tenant, key}, superseded[0]);
+    if (g.ok() || g.status().code() != Code::kNotFound) break;
+  }
+  return g;
 }
 
 std::vector<Result<LeaseGrant>> Session::BatchLeaseOrFetch(std::string_view tenant,
@@ -470,11 +480,29 @@ std::vector<Result<LeaseGrant>> Session::BatchLeaseOrFetch(std::string_view tena
       missed_keys.push_back(keys[i]);
     }
   }
-  if (missed.empty()) return grants;
-  std::vector<Status> fetched = catalog->Fetch(tenant, missed_keys, caller_.name_space);
-  for (size_t j = 0; j < missed.size(); ++j) {
-    grants[missed[j]] = fetched[j].ok() ? store_->Lease(caller_, {tenant, missed_keys[j]}, hold)
-                                        : Result<LeaseGrant>(std::move(fetched[j]));
+  // As LeaseOrFetch: a key whose fetched copy went before it was read is
+  // fetched again.
+  std::vector<uint64_t> superseded;
+  for (int round = 0; round < kFetchRounds && !missed.empty(); ++round) {
+    std::vector<Status> fetched =
+        catalog->Fetch(tenant, missed_keys, caller_.name_space, &superseded);
+    std::vector<size_t> again;
+    std::vector<std::string_view> again_keys;
+    for (size_t j = 0; j < missed.size(); ++j) {
+      if (!fetched[j].ok()) {
+        grants[missed[j]] = std::move(fetched[j]);
+        continue;
+      }
+      const ObjectRef ref{tenant, missed_keys[j]};
+      grants[missed[j]] = store_->Lease(caller_, ref, superseded[j] != 0 ? ReadHold::kLease : hold);
+      if (superseded[j] != 0) (void)store_->RemoveIfAt(ref, superseded[j]);
+      if (!grants[missed[j]].ok() && grants[missed[j]].status().code() == Code::kNotFound) {
+        again.push_back(missed[j]);
+        again_keys.push_back(missed_keys[j]);
+      }
+    }
+    missed = std::move(again);
+    missed_keys = std::move(again_keys);
   }
   return grants;
 }

@@ -88,7 +88,10 @@ class Session {
   // Get into reply_ (TCP): lease, copy, release. Writes the blob length + bytes.
   Status GetInline(std::string_view tenant, std::string_view key);
   // A lease of the local value; in cluster mode a local miss is fetched from
-  // the owner the global index names (RemoteCatalog::Fetch), then leased.
+  // the owner the global index names (RemoteCatalog::Fetch), then leased; a
+  // fetched copy dropped before it is leased is fetched again, kFetchRounds
+  // times at most.
+  static constexpr int kFetchRounds = 3;
   Result<LeaseGrant> LeaseOrFetch(std::string_view tenant, std::string_view key,
                                   ReadHold hold = ReadHold::kLease);
   // The same for a batch: the items that missed are fetched together.
