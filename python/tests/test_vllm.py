@@ -71,6 +71,17 @@ def test_a_partial_prefix_loads_its_leading_run_and_never_the_last_block(manager
         e1.close()
 
 
+def test_only_the_blocks_vllm_says_are_publishable_are_saved(manager):
+    e1 = Engine(manager.uds)
+    e2 = Engine(manager.uds, first_block=32)
+    try:
+        e1.run(PROMPT, publishable=2)
+        assert e2.run(PROMPT)["loaded"] == 2 * BLOCK
+    finally:
+        e1.close()
+        e2.close()
+
+
 def test_two_models_in_one_tenant_never_read_each_other(manager):
     a = Engine(manager.uds, model="toy/model-a")
     b = Engine(manager.uds, model="toy/model-b", first_block=32)

@@ -207,12 +207,14 @@ class Engine:
             time.sleep(0.005)
         raise TimeoutError(f"{req_id} never reported")
 
-    def run(self, tokens: list[int], after_lookup=None) -> dict:
+    def run(self, tokens: list[int], after_lookup=None, publishable: int | None = None) -> dict:
         """Runs a prompt; returns its logits, the tokens the connector
         supplied, and the blocks it reported as failed. `after_lookup(req,
         matched)` runs between the scheduler's lookup and the load."""
         self.n += 1
         req = Request(f"req-{self.n}", tokens)
+        if publishable is not None:  # recent vLLM: hashes that may be published
+            req.num_publishable_block_hashes = publishable
         ext, is_async = self.scheduler.get_num_new_matched_tokens(req, 0)
         assert (ext > 0) == bool(is_async)
         if after_lookup is not None:

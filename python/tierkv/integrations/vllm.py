@@ -252,7 +252,11 @@ class TierkvConnector(KVConnectorBase_V1, SupportsHMA):
         """Adds to `meta` the blocks of `state` that are full once `computed`
         tokens are and that were not stored yet."""
         hashes = state.request.block_hashes
-        full = min(computed // self._block_size, len(hashes), len(state.block_ids))
+        # Recent vLLM says how many of the hashes name blocks that may be
+        # published under them (speculative decoding can hold the tail back).
+        publishable = field(state.request, "num_publishable_block_hashes", None)
+        limit = len(hashes) if publishable is None else min(int(publishable), len(hashes))
+        full = min(computed // self._block_size, limit, len(state.block_ids))
         if full <= state.saved_upto:
             return
         span = range(state.saved_upto, full)
