@@ -102,16 +102,23 @@ void CopyTracker::OnChanges(const std::string& owner, std::span<const InventoryD
   Remove(victims, dropped_stale_);
 }
 
+std::vector<CopyTracker::Victim> CopyTracker::EvictOwnerLocked(const std::string& owner,
+                                                               bool only_stale) {
+  std::vector<Victim> victims;
+  auto owned = by_owner_.find(owner);
+  if (owned == by_owner_.end()) return victims;
+  const std::vector<Hash> all(owned->second.begin(), owned->second.end());
+  for (const Hash& h : all) {
+    if (!only_stale || StaleLocked(h, copies_.at(h))) EvictLocked(h, victims);
+  }
+  return victims;
+}
+
 void CopyTracker::OnInstalled(const std::string& owner) {
   std::vector<Victim> victims;
   {
     std::lock_guard lock(mu_);
-    auto owned = by_owner_.find(owner);
-    if (owned == by_owner_.end()) return;
-    std::vector<Hash> all(owned->second.begin(), owned->second.end());
-    for (const Hash& h : all) {
-      if (StaleLocked(h, copies_.at(h))) EvictLocked(h, victims);
-    }
+    victims = EvictOwnerLocked(owner, /*only_stale=*/true);
   }
   Remove(victims, dropped_stale_);
 }
@@ -120,10 +127,7 @@ void CopyTracker::DropOwner(const std::string& owner) {
   std::vector<Victim> victims;
   {
     std::lock_guard lock(mu_);
-    auto owned = by_owner_.find(owner);
-    if (owned == by_owner_.end()) return;
-    std::vector<Hash> all(owned->second.begin(), owned->second.end());
-    for (const Hash& h : all) EvictLocked(h, victims);
+    victims = EvictOwnerLocked(owner, /*only_stale=*/false);
   }
   if (!victims.empty()) {
     spdlog::info("the inventory stream of {} failed: {} copies of its values dropped here", owner,

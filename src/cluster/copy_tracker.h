@@ -108,6 +108,8 @@ class CopyTracker final : public ReplicaObserver {
   bool StaleLocked(const Hash& h, const Copy& c) const;
   // Stops tracking `h` and queues its copy for removal (mu_ held).
   void EvictLocked(const Hash& h, std::vector<Victim>& out);
+  // EvictLocked for every copy of `owner` (the stale ones only, if asked).
+  std::vector<Victim> EvictOwnerLocked(const std::string& owner, bool only_stale);
   // Removes the victims' copies (mu_ not held).
   void Remove(const std::vector<Victim>& victims, std::atomic<uint64_t>& counter);
 
