@@ -8,10 +8,13 @@
    batch_get_regions of the same regions. Each round writes fresh blocks and
    reads them back, both sides in turn, the first side alternating; the
    ratio is the median of the rounds' own ratios. Target: at least 0.9 x.
+   With --device cuda (scripts/gpu-check.sh) the KV tensors are on the GPU
+   and the baseline is torch's own copy of the same block slices to and from
+   one pinned host buffer (device-to-host for save, host-to-device for load).
 2. The scheduler's lookup of 1 000 block keys (a 16 001-token prompt whose
    blocks are all stored): p50 / p99 of get_num_new_matched_tokens.
 
-    /usr/bin/python3 bench/vllm_bench.py [--build build] [--rounds 10]
+    /usr/bin/python3 bench/vllm_bench.py [--build build] [--rounds 10] [--device cpu]
 """
 
 from __future__ import annotations
@@ -45,12 +48,12 @@ def connector(socket: str, role: str, num_blocks: int):
     return TierkvConnector(cfg, r, kcc)
 
 
-def transfer(m, rounds: int) -> dict:
+def transfer(m, rounds: int, device: str) -> dict:
     import tierkv
     import torch
     from tierkv.integrations.vllm import BlockTransfer
     torch.manual_seed(1)
-    kv = {f"l{i}": torch.randn(2, 2 * BLOCKS, BLOCK, HEADS, HEAD).to(torch.bfloat16)
+    kv = {f"l{i}": torch.randn(2, 2 * BLOCKS, BLOCK, HEADS, HEAD).to(torch.bfloat16).to(device)
           for i in range(LAYERS)}
     worker = connector(m.uds, "worker", 2 * BLOCKS)
     worker.register_kv_caches(kv)
@@ -65,6 +68,18 @@ def transfer(m, rounds: int) -> dict:
     (sa, sl), (da, dl) = regions(src), regions(dst)
     nbytes = sum(sl)
     rates: dict[str, list[float]] = {"save": [], "put": [], "load": [], "get": []}
+    if device != "cpu":  # the baseline: torch's copies through one pinned buffer
+        pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        parts = list(torch.split(pinned, sl))
+
+        def torch_copy(blocks: list[int], to_host: bool) -> bool:
+            views = [t[s, b].view(-1).view(torch.uint8) for b in blocks for t in kv.values()
+                     for s in (0, 1)]
+            for part, v in zip(parts, views):
+                (part.copy_(v, non_blocking=True) if to_host
+                 else v.copy_(part, non_blocking=True))
+            torch.cuda.synchronize()
+            return True
 
     def timed(kind: str, call) -> None:
         t = time.perf_counter()
@@ -80,10 +95,14 @@ def transfer(m, rounds: int) -> dict:
     for r in range(rounds):
         hashes = [f"{r:04x}{b:04x}" for b in range(BLOCKS)]
         keys = [f"r{r}b{b}" for b in range(BLOCKS)]
-        writes = [("save", lambda: through_worker("save", src, hashes)),
-                  ("put", lambda: all(s.ok for s in plain.batch_put_regions(keys, sa, sl)))]
-        reads = [("load", lambda: through_worker("load", dst, hashes)),
-                 ("get", lambda: all(s.ok for s in plain.batch_get_regions(keys, da, dl)))]
+        if device == "cpu":
+            put = lambda: all(s.ok for s in plain.batch_put_regions(keys, sa, sl))  # noqa: E731
+            get = lambda: all(s.ok for s in plain.batch_get_regions(keys, da, dl))  # noqa: E731
+        else:
+            put = lambda: torch_copy(src, True)  # noqa: E731
+            get = lambda: torch_copy(dst, False)  # noqa: E731
+        writes = [("save", lambda: through_worker("save", src, hashes)), ("put", put)]
+        reads = [("load", lambda: through_worker("load", dst, hashes)), ("get", get)]
         if r % 2:
             writes.reverse()
             reads.reverse()
@@ -127,6 +146,7 @@ def main() -> int:
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--lookups", type=int, default=200)
+    ap.add_argument("--device", default="cpu", help="where the KV tensors are: cpu or cuda")
     args = ap.parse_args()
     harness.setup(Path(args.build))
     sys.path.insert(0, str(ROOT / "python" / "tests"))
@@ -136,16 +156,17 @@ def main() -> int:
 
     m = Manager("--dram-size", "2GiB")
     try:
-        result = {"transfer": transfer(m, args.rounds), "lookup_1000": lookups(m, args.lookups)}
+        result = {"device": args.device, "transfer": transfer(m, args.rounds, args.device),
+                  "lookup_1000": lookups(m, args.lookups)}
     finally:
         m.close()
     t = result["transfer"]
-    print(f"{'64 blocks x 32 layers':28s} {'connector GB/s':>15s} {'plain GB/s':>11s} "
-          f"{'ratio':>7s} (target 0.90)")
-    print(f"{'save / batch_put_regions':28s} {t['save']:15.2f} {t['put']:11.2f} "
-          f"{t['save_ratio']:7.2f}")
-    print(f"{'load / batch_get_regions':28s} {t['load']:15.2f} {t['get']:11.2f} "
-          f"{t['load_ratio']:7.2f}")
+    cpu = args.device == "cpu"
+    put, get = ("batch_put_regions", "batch_get_regions") if cpu else ("torch d2h", "torch h2d")
+    print(f"{'64 blocks x 32 layers, ' + args.device:28s} {'connector GB/s':>15s} "
+          f"{'baseline GB/s':>14s} {'ratio':>7s}" + (" (target 0.90)" if cpu else ""))
+    print(f"{'save / ' + put:28s} {t['save']:15.2f} {t['put']:14.2f} {t['save_ratio']:7.2f}")
+    print(f"{'load / ' + get:28s} {t['load']:15.2f} {t['get']:14.2f} {t['load_ratio']:7.2f}")
     lk = result["lookup_1000"]
     print(f"scheduler lookup of 1000 blocks: p50 {lk['p50_us']:.0f} us, p99 {lk['p99_us']:.0f} us")
     print(json.dumps(result))

@@ -29,10 +29,12 @@ def manager():
     m.close()
 
 
-def engine2(m: Manager, tokens: list[int]) -> dict:
+def engine2(m: Manager, tokens: list[int], device: str = "cpu") -> dict:
+    """Engine 2: a process of its own (vllm_engine.py's main)."""
     env = dict(os.environ, PYTHONPATH=str(BUILD / "python"))
     r = subprocess.run([sys.executable, os.path.join(HERE, "vllm_engine.py"), m.uds,
-                        json.dumps(tokens)], capture_output=True, text=True, timeout=120, env=env)
+                        json.dumps(tokens), device], capture_output=True, text=True,
+                       timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -181,3 +183,124 @@ def test_two_tenants_never_read_each_other(manager):
     finally:
         e1.close()
         e2.close()
+
+
+BLOCK_OBJECT_BYTES = 2 * 2 * BLOCK * 2 * 8 * 4  # layers x (K, V) x tokens x heads x dim x fp32
+
+
+def test_counters_reach_vllm_logging_and_prometheus(manager):
+    e1 = Engine(manager.uds)
+    e2 = Engine(manager.uds, first_block=32)
+    try:
+        e1.run(PROMPT)
+        first = e1.logging.log()
+        assert first["Lookups"] == 1 and first["Hit blocks"] == 0
+        assert first["Saved objects"] == 4 and first["Failed saves"] == 0
+        assert e1.counter("save_bytes") == 4 * BLOCK_OBJECT_BYTES
+        assert e1.counter("lookup_blocks") == 4
+
+        e2.run(PROMPT)
+        second = e2.logging.log()
+        assert second["Hit blocks"] == 4 and second["Hit rate (%)"] == 100.0
+        assert second["Loaded objects"] == 4 and second["Failed loads"] == 0
+        assert second["Saved objects"] == 0  # loaded blocks are not written back
+        assert e2.counter("load_bytes") == 4 * BLOCK_OBJECT_BYTES
+        assert e2.counter("hit_blocks") == 4
+        assert e2.counter("load_seconds") > 0
+        assert e1.counter("hit_blocks") == 0  # per engine
+        assert e2.logging.log() is None  # an interval with nothing to say
+
+        manager.stop()
+        e2.run(PROMPT)
+        down = e2.logging.log()
+        assert down["Lookup failures"] == 1 and down["Hit blocks"] == 0
+        assert e2.counter("lookup_failures") == 1
+    finally:
+        e1.close()
+        e2.close()
+
+
+def test_stats_rebuilt_from_their_data_add_up_across_workers():
+    from tierkv.integrations.vllm import TierkvConnector
+    a = TierkvConnector.build_kv_connector_stats({"load_blocks": 3, "load_bytes": 300})
+    b = TierkvConnector.build_kv_connector_stats({"load_blocks": 2, "load_failed_blocks": 1})
+    total = a.aggregate(b)
+    assert total.data["load_blocks"] == 5 and total.data["load_failed_blocks"] == 1
+    assert not total.is_empty()
+    assert TierkvConnector.build_kv_connector_stats(None).is_empty()
+    assert TierkvConnector.build_kv_connector_stats({"unknown": 1}).is_empty()
+    total.reset()
+    assert total.is_empty()
+
+
+def _tp_engine(socket: str, ranks: int, seed: int):
+    """A scheduler half and one worker half per tp rank, each worker with
+    its own KV shard (random bytes, distinct per rank and engine)."""
+    import types
+    from vllm.distributed import parallel_state
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from tierkv.integrations.vllm import TierkvConnector
+    from vllm_engine import kv_cache_config, vllm_config
+    cfg, kcc = vllm_config(socket, tp=ranks), kv_cache_config(16)
+    scheduler = TierkvConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
+    workers, shards = [], []
+    g = torch.Generator().manual_seed(seed)
+    for rank in range(ranks):
+        parallel_state.TP_RANK = rank
+        try:
+            w = TierkvConnector(cfg, KVConnectorRole.WORKER, kcc)
+        finally:
+            parallel_state.TP_RANK = 0
+        kv = {f"layers.{i}.attn": torch.randn(2, 16, BLOCK, 1, 8, generator=g) for i in range(2)}
+        w.register_kv_caches(kv)
+        workers.append(w)
+        shards.append(kv)
+    return types.SimpleNamespace(scheduler=scheduler, workers=workers, shards=shards)
+
+
+def _tp_step(engine, meta) -> None:
+    for w in engine.workers:  # every rank runs the same step's metadata
+        w.bind_connector_metadata(meta)
+        w.start_load_kv(None)
+        w.wait_for_save()
+        w.clear_connector_metadata()
+    for w in engine.workers:
+        w._worker.drain()
+
+
+def test_tensor_parallel_ranks_store_their_own_shards_and_a_block_needs_every_rank(manager):
+    from tierkv import Client
+    from vllm_engine import KVCacheBlocks, Request, scheduler_output
+    a, b = _tp_engine(manager.uds, 2, seed=1), _tp_engine(manager.uds, 2, seed=2)
+    try:
+        req = Request("tp-a", PROMPT)
+        assert a.scheduler.get_num_new_matched_tokens(req, 0) == (0, False)
+        table = [0, 1, 2, 3, 4]
+        _tp_step(a, a.scheduler.build_connector_meta(
+            scheduler_output([(req.request_id, table, 0, len(PROMPT))])))
+
+        req_b = Request("tp-b", PROMPT)
+        assert b.scheduler.get_num_new_matched_tokens(req_b, 0) == (4 * BLOCK, True)
+        b.scheduler.update_state_after_alloc(req_b, KVCacheBlocks([8, 9, 10, 11, 12]), 4 * BLOCK)
+        _tp_step(b, b.scheduler.build_connector_meta(scheduler_output()))
+        for rank in range(2):  # each rank got its own shard back, not the other's
+            assert not b.workers[rank].get_block_ids_with_load_errors()
+            for name, kv in a.shards[rank].items():
+                assert torch.equal(b.shards[rank][name][:, 8:12], kv[:, 0:4])
+        assert not torch.equal(a.shards[0]["layers.0.attn"][:, 0:4],
+                               a.shards[1]["layers.0.attn"][:, 0:4])
+
+        # Rank 1's object of block 2 goes: the block no longer counts.
+        c = Client(manager.uds, "vllm")
+        suffix = req.block_hashes[2].hex()
+        keys = [k for k in c.list_keys() if k.endswith(suffix)]
+        assert len(keys) == 2  # one per rank
+        rank1 = b.workers[1]._worker._prefix
+        c.remove(next(k for k in keys if k.startswith(rank1)))
+        again = Request("tp-c", PROMPT)
+        assert b.scheduler.get_num_new_matched_tokens(again, 0) == (2 * BLOCK, True)
+    finally:
+        for e in (a, b):
+            e.scheduler.shutdown()
+            for w in e.workers:
+                w.shutdown()

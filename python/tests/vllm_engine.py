@@ -15,7 +15,9 @@ with its own block ids that prints JSON (see main()).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import pickle
 import sys
 import types
 from dataclasses import dataclass, field
@@ -27,6 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "vllm_standin"))
 import torch  # noqa: E402
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (  # noqa: E402
+    KVConnectorLogging, KVConnectorProm)
 
 VOCAB, LAYERS, HEADS, HEAD, BLOCK = 64, 2, 2, 8, 4
 
@@ -112,22 +116,24 @@ class Model:
     [2, num_blocks, BLOCK, HEADS, HEAD] per layer (MLA: [num_blocks, BLOCK,
     2 * HEAD], one latent head)."""
 
-    def __init__(self, num_blocks: int, mla: bool = False, seed: int = 7, hnd: bool = False):
+    def __init__(self, num_blocks: int, mla: bool = False, seed: int = 7, hnd: bool = False,
+                 device: str = "cpu"):
         g = torch.Generator().manual_seed(seed)
         d = HEADS * HEAD
-        self.mla = mla
-        self.emb = torch.randn(VOCAB, d, generator=g)
-        self.w = [[torch.randn(d, d, generator=g) / d ** 0.5 for _ in range(4)]
+        self.mla, self.device = mla, device
+        self.emb = torch.randn(VOCAB, d, generator=g).to(device)
+        self.w = [[(torch.randn(d, d, generator=g) / d ** 0.5).to(device) for _ in range(4)]
                   for _ in range(LAYERS)]
         if mla:
-            self.kv = {f"layers.{i}.attn": torch.zeros(num_blocks, BLOCK, 2 * HEAD)
+            self.kv = {f"layers.{i}.attn": torch.zeros(num_blocks, BLOCK, 2 * HEAD, device=device)
                        for i in range(LAYERS)}
         elif hnd:  # heads before tokens in memory: the same logical shape, other strides
-            self.kv = {f"layers.{i}.attn": torch.zeros(2, num_blocks, HEADS, BLOCK,
-                                                       HEAD).transpose(2, 3)
+            self.kv = {f"layers.{i}.attn": torch.zeros(2, num_blocks, HEADS, BLOCK, HEAD,
+                                                       device=device).transpose(2, 3)
                        for i in range(LAYERS)}
         else:
-            self.kv = {f"layers.{i}.attn": torch.zeros(2, num_blocks, BLOCK, HEADS, HEAD)
+            self.kv = {f"layers.{i}.attn": torch.zeros(2, num_blocks, BLOCK, HEADS, HEAD,
+                                                       device=device)
                        for i in range(LAYERS)}
 
     def _slot(self, layer: torch.Tensor, block: int, off: int, which: int) -> torch.Tensor:
@@ -159,12 +165,23 @@ class Model:
                 att = torch.softmax(torch.einsum("hd,thd->ht", qh, ks.view(p + 1, heads, -1)), -1)
                 out = torch.einsum("ht,thd->hd", att, vs.view(p + 1, heads, -1)).reshape(-1)
                 if self.mla:
-                    out = torch.cat([out, torch.zeros(HEADS * HEAD - HEAD)])
+                    out = torch.cat([out, torch.zeros(HEADS * HEAD - HEAD, device=self.device)])
                 x = x + out @ wo
         return x @ self.emb.T
 
 
 # ---------------------------------------------------------------- the engine
+
+_ENGINE_INDEX = itertools.count()
+_PROM: list[KVConnectorProm] = []  # one per process, as vLLM registers its metrics once
+
+
+def prometheus(cfg, connector_cls) -> KVConnectorProm:
+    if not _PROM:
+        _PROM.append(KVConnectorProm(cfg, connector_cls, ["model_name", "engine"],
+                                     {i: ["toy", str(i)] for i in range(256)}))
+    return _PROM[0]
+
 
 class Engine:
     """One engine: a scheduler connector, one worker connector, the model,
@@ -172,13 +189,16 @@ class Engine:
     different block ids)."""
 
     def __init__(self, socket: str, *, num_blocks: int = 64, first_block: int = 0,
-                 mla: bool = False, hnd: bool = False, **config):
+                 mla: bool = False, hnd: bool = False, device: str = "cpu", **config):
         from tierkv.integrations.vllm import TierkvConnector
         cfg = vllm_config(socket, mla=mla, **config)
         kcc = kv_cache_config(num_blocks, mla)
         self.scheduler = TierkvConnector(cfg, KVConnectorRole.SCHEDULER, kcc)
         self.worker = TierkvConnector(cfg, KVConnectorRole.WORKER, kcc)
-        self.model = Model(num_blocks, mla, hnd=hnd)
+        self.index = next(_ENGINE_INDEX)
+        self.logging = KVConnectorLogging(TierkvConnector)
+        self.prom = prometheus(cfg, TierkvConnector)
+        self.model = Model(num_blocks, mla, hnd=hnd, device=device)
         self.worker.register_kv_caches(self.model.kv)
         self.next_block = first_block
         self.num_blocks = num_blocks
@@ -189,13 +209,34 @@ class Engine:
         self.worker.shutdown()
 
     def _step(self, meta, forward=None) -> None:
-        """One forward pass as vLLM's model runner brackets it."""
+        """One forward pass as vLLM's model runner brackets it, and the
+        scheduler's handling of its output."""
         self.worker.bind_connector_metadata(meta)
         self.worker.start_load_kv(types.SimpleNamespace(attn_metadata=None))
         if forward is not None:
             forward()
         self.worker.wait_for_save()
         self.worker.clear_connector_metadata()
+        self.report_stats(self.worker.get_kv_connector_stats())
+
+    def report_stats(self, worker_stats) -> None:
+        """vLLM's path of connector stats: the worker's object crosses to
+        the scheduler's process (pickled), the scheduler's own are added,
+        and the `data` dict goes to the logging and Prometheus pipelines."""
+        stats = pickle.loads(pickle.dumps(worker_stats))
+        own = self.scheduler.get_kv_connector_stats()
+        if own is not None and not own.is_empty():
+            stats = own if stats is None else stats.aggregate(own)
+        if stats is not None:
+            self.logging.observe(stats.data)
+            self.prom.observe(stats.data, self.index)
+
+    def counter(self, name: str) -> float:
+        """The Prometheus counter vllm:tierkv_<name> of this engine, as a
+        scrape would read it."""
+        import prometheus_client
+        return prometheus_client.REGISTRY[f"vllm:tierkv_{name}"].labels("toy",
+                                                                         str(self.index)).value
 
     def _await(self, req_id: str, which: int, ended: set[str]) -> None:
         """The next step's get_finished, once the worker's queued transfers
@@ -236,25 +277,28 @@ class Engine:
             self._await(req.request_id, 0, {req.request_id})
         else:
             self.worker.get_finished({req.request_id})
+        self._step(self.scheduler.build_connector_meta(scheduler_output()))  # nothing to run
         return {"logits": logits[0], "loaded": ext, "errors": errors}
 
 
-def scratch_logits(tokens: list[int], mla: bool = False) -> torch.Tensor:
-    model = Model(64, mla)
+def scratch_logits(tokens: list[int], mla: bool = False, device: str = "cpu") -> torch.Tensor:
+    model = Model(64, mla, device=device)
     return model.forward(tokens, 0, list(range(-(-len(tokens) // BLOCK))))
 
 
 def main() -> None:
-    """engine-2 SOCKET PROMPT_JSON: runs the prompt with block ids of its
-    own; prints {"loaded", "equal", "errors"}."""
+    """engine-2 SOCKET PROMPT_JSON [DEVICE]: runs the prompt with block ids
+    of its own; prints {"loaded", "equal", "errors"}."""
     socket, tokens = sys.argv[1], json.loads(sys.argv[2])
-    e = Engine(socket, first_block=40)
+    device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    e = Engine(socket, first_block=40, device=device)
     try:
         got = e.run(tokens)
     finally:
         e.close()
     print(json.dumps({"loaded": got["loaded"], "errors": sorted(got["errors"]),
-                      "equal": bool(torch.equal(got["logits"], scratch_logits(tokens)))}))
+                      "equal": bool(torch.equal(got["logits"],
+                                                scratch_logits(tokens, device=device)))}))
 
 
 if __name__ == "__main__":

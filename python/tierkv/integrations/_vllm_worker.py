@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import Any
 
 import torch
 
 from ..errors import TierkvError
 from ._hicache import Connections
+from ._vllm_stats import StepCounters
 
 log = logging.getLogger("tierkv.integrations.vllm")
 
@@ -68,8 +70,8 @@ def detect_layout(kv: torch.Tensor, num_blocks: int | None) -> str:
 
 
 class Worker:
-    def __init__(self, conns: Connections, prefix: str):
-        self._conns, self._prefix = conns, prefix
+    def __init__(self, conns: Connections, prefix: str, counters: StepCounters):
+        self._conns, self._prefix, self._counters = conns, prefix, counters
         self._layers: list[_Layer] = []
         self._jobs: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
@@ -138,17 +140,26 @@ class Worker:
                 if job is None:
                     return
                 kind, t = job
+                began = time.monotonic()
                 try:
                     ok = self._transfer(kind, t)
                 except Exception as e:  # never into vLLM: the blocks count as failed
                     log.exception("tierkv: %s of %d blocks failed: %s", kind, len(t.block_ids), e)
                     self._conns.drop()
                     ok = [False] * len(t.block_ids)
+                self._count(kind, ok, time.monotonic() - began)
                 self._done(kind, t, ok)
             finally:
                 with self._idle:
                     self._jobs.task_done()
                     self._idle.notify_all()
+
+    def _count(self, kind: str, ok: list[bool], seconds: float) -> None:
+        good = sum(ok)
+        block_bytes = sum(layer.part_bytes * len(layer.offsets) for layer in self._layers)
+        self._counters.add(**{f"{kind}_blocks": good, f"{kind}_bytes": good * block_bytes,
+                              f"{kind}_seconds": seconds,
+                              f"{kind}_failed_blocks": len(ok) - good})
 
     def _done(self, kind: str, t: Any, ok: list[bool]) -> None:
         with self._lock:

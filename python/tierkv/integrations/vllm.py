@@ -33,6 +33,7 @@ from typing import Any
 from .. import derive_namespace
 from ..errors import TierkvError
 from ._hicache import Connections, digest, field
+from ._vllm_stats import HAVE_PROM_METRICS, StepCounters, TierkvConnectorStats, TierkvPromMetrics
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (  # isort: skip
     KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole)
@@ -150,6 +151,7 @@ class TierkvConnector(KVConnectorBase_V1, SupportsHMA):
         self._pp_size = int(field(par, "pipeline_parallel_size", 1) or 1)
         namespace = derive_namespace(**identity_inputs(vllm_config, kv_cache_config, self._tag,
                                                        None))
+        self._counters = StepCounters()
         address = str(extra.get("socket", _DEFAULT_SOCKET))
         tenant = str(extra.get("tenant", "vllm"))
         if role == KVConnectorRole.SCHEDULER:
@@ -166,7 +168,7 @@ class TierkvConnector(KVConnectorBase_V1, SupportsHMA):
             where = _Placement(*_worker_ranks(self._tp_size, self._pp_size))
             prefix = identity(vllm_config, kv_cache_config, self._tag, where)
             self._worker = Worker(Connections(address, tenant, where.tp_rank, namespace,
-                                              "vllm-worker"), prefix)
+                                              "vllm-worker"), prefix, self._counters)
 
     # ------------------------------------------------------------ scheduler
 
@@ -192,20 +194,22 @@ class TierkvConnector(KVConnectorBase_V1, SupportsHMA):
     def _lookup(self, hashes: list[str]) -> int:
         """How many of `hashes`, from the first, every worker's objects hold."""
         c = self._conns.get()
-        if c is None:
-            return 0
-        keys = [f"{p}/{h}" for h in hashes for p in self._prefixes]
-        try:
-            held = c.batch_exists(keys)
-        except (TierkvError, OSError) as e:
-            log.warning("tierkv: lookup failed (%s); the blocks are recomputed", e)
-            self._conns.drop()
+        held = None
+        if c is not None:
+            keys = [f"{p}/{h}" for h in hashes for p in self._prefixes]
+            try:
+                held = c.batch_exists(keys)
+            except (TierkvError, OSError) as e:
+                log.warning("tierkv: lookup failed (%s); the blocks are recomputed", e)
+                self._conns.drop()
+        if held is None:
+            self._counters.add(lookups=1, lookup_blocks=len(hashes), lookup_failures=1)
             return 0
         n = len(self._prefixes)
-        for i in range(len(hashes)):
-            if not all(held[i * n:(i + 1) * n]):
-                return i
-        return len(hashes)
+        found = next((i for i in range(len(hashes)) if not all(held[i * n:(i + 1) * n])),
+                     len(hashes))
+        self._counters.add(lookups=1, lookup_blocks=len(hashes), hit_blocks=found)
+        return found
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int):
         state = self._requests.setdefault(request.request_id, _Request(request))
@@ -310,6 +314,26 @@ class TierkvConnector(KVConnectorBase_V1, SupportsHMA):
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self._worker.take_load_errors()
+
+    # ---------------------------------------------------------------- stats
+
+    def get_kv_connector_stats(self) -> TierkvConnectorStats | None:
+        """This half's counters since the last call (None when nothing
+        happened). Scheduler: lookups; worker: loads and saves."""
+        return self._counters.take()
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None
+                                 ) -> TierkvConnectorStats:
+        return TierkvConnectorStats(data=dict(data) if isinstance(data, dict) else {})
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: Any, metric_types: dict, labelnames: list[str],
+                           per_engine_labelvalues: dict[int, list[object]]
+                           ) -> TierkvPromMetrics | None:
+        if not HAVE_PROM_METRICS:
+            return None
+        return TierkvPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     def shutdown(self) -> None:
         worker = getattr(self, "_worker", None)

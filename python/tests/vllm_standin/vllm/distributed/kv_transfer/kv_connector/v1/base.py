@@ -94,3 +94,14 @@ class KVConnectorBase_V1(ABC):
 
     def request_finished(self, request, block_ids):
         return False, None
+
+    def get_kv_connector_stats(self):
+        return None
+
+    @classmethod
+    def build_kv_connector_stats(cls, data=None):
+        return None
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        return None
