@@ -71,12 +71,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 10: {
       RemoveAllRequest m;
-      (void)DecodeRemoveAllRequest(r, &m);
+      (void)m.Decode(r);
       break;
     }
     case 11: {
       ListKeysRequest m;
-      (void)DecodeListKeysRequest(r, &m);
+      (void)m.Decode(r);
       break;
     }
     case 12: {

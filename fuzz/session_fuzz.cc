@@ -1,20 +1,20 @@
-// Fuzz target: a whole client byte stream through a real Session against a
-// real store (Unix-socket session, so shared-memory operations are allowed).
-// The store lives across inputs, as a manager's does across clients.
-#include <sys/socket.h>
-#include <unistd.h>
-
+// Fuzz target: a client's byte stream, cut into frames as a Session cuts it
+// (header checked before anything is allocated), each run by a
+// RequestHandler against a real store: no server, no socket. The handler is
+// a Unix-socket one, so shared-memory operations are allowed. The store
+// lives across inputs, as a manager's does across clients.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <thread>
+#include <string>
+#include <string_view>
 
 #include "protocol/codec.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
-#include "protocol/socket_io.h"
+#include "server/client_metrics.h"
+#include "server/request_handler.h"
 #include "server/server.h"
-#include "server/session.h"
 #include "store/store.h"
 
 using namespace tierkv;
@@ -23,25 +23,15 @@ namespace {
 
 struct World {
   std::unique_ptr<Store> store;
-  std::unique_ptr<Server> server;
+  ServerOptions options;
+  ClientMetrics metrics;
   World() {
     auto pool = DramPool::Create(16 << 20);
     StoreOptions o;
     o.max_object_bytes = 4 << 20;
     store = std::move(Store::Create(o, std::move(*pool))).value();
-    ServerOptions so;
-    so.max_frame_bytes = 5 << 20;
-    so.io_timeout_ms = 200;
-    so.spin_us = 0;
-    server = std::make_unique<Server>(so, store.get());  // never started: sessions only
-    std::string body;
-    proto::Writer w(&body);
-    proto::HelloRequest{0, "fuzz", {}}.Encode(w);
-    proto::FrameHeader h;
-    h.opcode = static_cast<uint16_t>(proto::Opcode::kHello);
-    proto::AppendFrame(&hello, h, body);
+    options.max_frame_bytes = 5 << 20;
   }
-  std::string hello;
 };
 
 }  // namespace
@@ -49,26 +39,28 @@ struct World {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World* world = new World();
   static uint64_t session_id = 1;
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return 0;
-  // The "client": sends the input, then drains every reply until the session ends.
-  // Every input starts after a valid HELLO, so the fuzzer explores the requests
-  // behind the handshake (a stream without one ends at its first frame).
-  std::thread client([&] {
-    (void)proto::WriteFull(fds[0], world->hello.data(), world->hello.size(), 1000);
-    (void)proto::WriteFull(fds[0], data, size, 1000);
-    shutdown(fds[0], SHUT_WR);
-    char buf[65536];
-    while (recv(fds[0], buf, sizeof(buf), 0) > 0) {
-    }
-  });
+  // Every input starts after a valid HELLO, so the fuzzer explores the
+  // requests behind the handshake.
+  RequestHandler handler({&world->options, world->store.get(), &world->metrics, nullptr},
+                         /*shm=*/true, session_id++);
+  std::string reply;
   {
-    Session s(world->server.get(), world->store.get(), fds[1], /*unix_socket=*/true, session_id++);
-    s.Run();
+    std::string body;
+    proto::Writer w(&body);
+    proto::HelloRequest{0, "fuzz", {}}.Encode(w);
+    proto::FrameHeader h;
+    h.opcode = static_cast<uint16_t>(proto::Opcode::kHello);
+    if (!handler.Handle(h, body, &reply).ok()) __builtin_trap();
   }
-  shutdown(fds[1], SHUT_RDWR);
-  client.join();
-  close(fds[0]);
-  close(fds[1]);
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  while (in.size() >= proto::kHeaderSize) {
+    const proto::FrameHeader h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(in.data()));
+    if (!proto::CheckHeader(h, world->options.max_frame_bytes).ok()) break;  // fatal: closed
+    in.remove_prefix(proto::kHeaderSize);
+    if (h.body_len > in.size()) break;  // the stream ends mid-frame
+    reply.clear();
+    (void)handler.Handle(h, in.substr(0, h.body_len), &reply);
+    in.remove_prefix(h.body_len);
+  }
   return 0;
 }

@@ -55,7 +55,7 @@ Status Client::Impl::PutOne(std::string_view key, const void* data, size_t size,
       const proto::AllocReply grant = proto::DecodeAllocReply(r);
       if (st.ok() && r.ok()) {
         Writer a = Begin();
-        a.U64(grant.alloc_id);
+        proto::IdRequest{grant.alloc_id}.Encode(a);
         (void)conn.Post(Opcode::kAbort, body);
       }
       return earlier;
@@ -68,7 +68,7 @@ Status Client::Impl::PutOne(std::string_view key, const void* data, size_t size,
     }
     std::memcpy(conn.pool() + grant.offset, data, size);
     Writer c = Begin();
-    c.U64(grant.alloc_id);
+    proto::IdRequest{grant.alloc_id}.Encode(c);
     if (pipeline_commits) {
       return conn.PostChecked(Opcode::kCommit, body, "the commit of '" + std::string(key) + "'");
     }
@@ -141,7 +141,7 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
       return static_cast<size_t>(lease.size);
     }
     Writer rel = Begin();
-    rel.U64(lease.lease_id);
+    proto::IdRequest{lease.lease_id}.Encode(rel);
     if (CopyFinishedWithinLease(lease.deadline_nanos)) {
       // The copy is known good: release without waiting for the answer.
       if (Status st = conn.Post(Opcode::kRelease, body); !st.ok()) return st;
@@ -415,29 +415,25 @@ std::vector<Status> Client::BatchRemove(std::span<const std::string_view> keys,
 Result<RemoveAllStats> Client::RemoveAll(std::string_view tenant, bool force) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Writer w = impl_->Begin();
-  proto::EncodeRemoveAllRequest(w, {tenant, static_cast<uint8_t>(force ? 1 : 0)});
+  proto::RemoveAllRequest{tenant, static_cast<uint8_t>(force ? 1 : 0)}.Encode(w);
   if (Status st = impl_->Call(Opcode::kRemoveAll); !st.ok()) return st;
   Reader r(impl_->reply);
-  RemoveAllStats s;
-  s.removed = r.U64();
-  s.skipped = r.U64();
-  s.cleared = r.U8() != 0;
-  if (Status st = r.Finish("remove_all reply"); !st.ok()) return st;
-  return s;
+  proto::RemoveAllReply rep;
+  if (Status st = rep.Decode(r); !st.ok()) return st;
+  return RemoveAllStats{rep.removed, rep.skipped, rep.cleared != 0};
 }
 
 Result<KeyList> Client::ListKeys(std::string_view tenant, std::string_view prefix, uint32_t limit) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Writer w = impl_->Begin();
-  proto::EncodeListKeysRequest(w, {tenant, prefix, limit});
+  proto::ListKeysRequest{tenant, prefix, limit}.Encode(w);
   if (Status st = impl_->Call(Opcode::kListKeys); !st.ok()) return st;
   Reader r(impl_->reply);
+  proto::ListKeysReply rep;
+  if (Status st = rep.Decode(r); !st.ok()) return st;
   KeyList list;
-  list.truncated = r.U8() != 0;
-  const uint32_t n = r.Count(4);
-  list.keys.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) list.keys.emplace_back(r.Str());
-  if (Status st = r.Finish("list_keys reply"); !st.ok()) return st;
+  list.truncated = rep.truncated != 0;
+  list.keys.assign(rep.keys.begin(), rep.keys.end());
   return list;
 }
 

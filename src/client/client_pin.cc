@@ -33,7 +33,7 @@ Status Client::Unpin(const PinnedValue& value) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (value.incarnation != impl_->conn.incarnation()) return Status::Ok();  // ended with it
   Writer w = impl_->Begin();
-  w.U64(value.pin_id);
+  proto::IdRequest{value.pin_id}.Encode(w);
   return impl_->conn.PostLater(Opcode::kUnpin, impl_->body);
 }
 

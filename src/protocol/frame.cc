@@ -6,64 +6,28 @@ namespace tierkv::proto {
 
 std::string_view OpcodeName(uint16_t opcode) {
   switch (static_cast<Opcode>(opcode)) {
-    case Opcode::kHello:
-      return "hello";
-    case Opcode::kAlloc:
-      return "alloc";
-    case Opcode::kCommit:
-      return "commit";
-    case Opcode::kAbort:
-      return "abort";
-    case Opcode::kPut:
-      return "put";
-    case Opcode::kLease:
-      return "lease";
-    case Opcode::kRelease:
-      return "release";
-    case Opcode::kGet:
-      return "get";
-    case Opcode::kExist:
-      return "exist";
-    case Opcode::kQuery:
-      return "query";
-    case Opcode::kRemove:
-      return "remove";
-    case Opcode::kRemoveAll:
-      return "remove_all";
-    case Opcode::kListKeys:
-      return "list_keys";
-    case Opcode::kLocate:
-      return "locate";
-    case Opcode::kPin:
-      return "pin";
-    case Opcode::kUnpin:
-      return "unpin";
-    case Opcode::kBatchAlloc:
-      return "batch_alloc";
-    case Opcode::kBatchCommit:
-      return "batch_commit";
-    case Opcode::kBatchLease:
-      return "batch_lease";
-    case Opcode::kBatchRelease:
-      return "batch_release";
-    case Opcode::kBatchPut:
-      return "batch_put";
-    case Opcode::kBatchGet:
-      return "batch_get";
-    case Opcode::kBatchExist:
-      return "batch_exist";
-    case Opcode::kBatchQuery:
-      return "batch_query";
-    case Opcode::kBatchRemove:
-      return "batch_remove";
-    case Opcode::kReportMetrics:
-      return "report_metrics";
-    case Opcode::kBatchLocate:
-      return "batch_locate";
+#define TIERKV_OPCODE_NAME(name, value, wire, tracepoint) \
+  case Opcode::name:                                      \
+    return wire;
+    TIERKV_OPCODES(TIERKV_OPCODE_NAME)
+#undef TIERKV_OPCODE_NAME
     case Opcode::kFatal:
       return "fatal";
   }
   return "unknown";
+}
+
+std::string_view OpcodeTracepoint(uint16_t opcode) {
+  switch (static_cast<Opcode>(opcode)) {
+#define TIERKV_OPCODE_TRACEPOINT(name, value, wire, tracepoint) \
+  case Opcode::name:                                            \
+    return tracepoint;
+    TIERKV_OPCODES(TIERKV_OPCODE_TRACEPOINT)
+#undef TIERKV_OPCODE_TRACEPOINT
+    case Opcode::kFatal:
+      break;
+  }
+  return {};
 }
 
 void EncodeHeader(const FrameHeader& h, uint8_t out[kHeaderSize]) {

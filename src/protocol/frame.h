@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "protocol/opcodes.h"
 #include "tierkv/status.h"
 
 namespace tierkv::proto {
@@ -27,41 +28,21 @@ inline constexpr uint8_t kProtocolVersion = 1;
 inline constexpr size_t kHeaderSize = 24;
 inline constexpr uint8_t kFlagResponse = 1;
 
+// Request kinds (protocol/opcodes.h), and kFatal: sent by the manager,
+// request_id 0, just before it closes a connection whose byte stream it can no
+// longer trust (bad magic, version, oversize length).
 enum class Opcode : uint16_t {
-  kHello = 1,
-  kAlloc = 2,
-  kCommit = 3,
-  kAbort = 4,
-  kPut = 5,
-  kLease = 6,
-  kRelease = 7,
-  kGet = 8,
-  kExist = 9,
-  kQuery = 10,
-  kRemove = 11,
-  kRemoveAll = 12,
-  kListKeys = 13,
-  kLocate = 14,  // a get's place without a lease (the generation table validates the copy)
-  kPin = 15,     // a get's place, held until UNPIN or the connection ends (zero-copy views)
-  kUnpin = 16,
-  kBatchAlloc = 20,
-  kBatchCommit = 21,
-  kBatchLease = 22,
-  kBatchRelease = 23,
-  kBatchPut = 24,
-  kBatchGet = 25,
-  kBatchExist = 26,
-  kBatchQuery = 27,
-  kBatchRemove = 28,
-  kReportMetrics = 29,  // client-side bandwidth/latency figures, for /metrics
-  kBatchLocate = 30,
-  // Sent by the manager, request_id 0, just before it closes a connection whose
-  // byte stream it can no longer trust (bad magic, version, oversize length).
-  kFatal = 0xFFFF,
+#define TIERKV_OPCODE_ENUM(name, value, wire, tracepoint) name = value,
+  TIERKV_OPCODES(TIERKV_OPCODE_ENUM)
+#undef TIERKV_OPCODE_ENUM
+      kFatal = 0xFFFF,
 };
 
 // "alloc", "batch_get", ...; "unknown" for anything else.
 std::string_view OpcodeName(uint16_t opcode);
+// The latency tracepoint a request kind is counted under
+// ("TP_MMC_META_GET", ...); empty for kFatal and unknown opcodes.
+std::string_view OpcodeTracepoint(uint16_t opcode);
 
 struct FrameHeader {
   uint16_t magic = kMagic;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+
 #include "protocol/codec.h"
 #include "protocol/socket_io.h"
 
@@ -66,6 +69,30 @@ TEST(Address, ParsesUnixAndTcpForms) {
   EXPECT_FALSE(ParseAddress("tcp://h:99999").ok());
   EXPECT_FALSE(ParseAddress("tcp://:80").ok());
   EXPECT_FALSE(ParseAddress("unix:").ok());
+}
+
+}  // namespace
+}  // namespace tierkv::proto
+
+namespace tierkv::proto {
+namespace {
+
+TEST(OpcodeTableTest, EveryKindHasOneNameAndATracepoint) {
+  std::set<std::string_view> names;
+  int kinds = 0;
+#define TIERKV_CHECK_KIND(name, value, wire, tracepoint)                        \
+  ++kinds;                                                                      \
+  EXPECT_EQ(OpcodeName(value), wire);                                           \
+  EXPECT_EQ(OpcodeTracepoint(static_cast<uint16_t>(Opcode::name)), tracepoint); \
+  EXPECT_TRUE(std::string_view(tracepoint).starts_with("TP_MMC_META_"));        \
+  names.insert(OpcodeName(value));
+  TIERKV_OPCODES(TIERKV_CHECK_KIND)
+#undef TIERKV_CHECK_KIND
+  EXPECT_EQ(names.size(), static_cast<size_t>(kinds));
+  EXPECT_EQ(OpcodeName(17), "unknown");
+  EXPECT_EQ(OpcodeTracepoint(17), "");
+  EXPECT_EQ(OpcodeName(0xFFFF), "fatal");
+  EXPECT_EQ(OpcodeTracepoint(0xFFFF), "");
 }
 
 }  // namespace

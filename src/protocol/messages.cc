@@ -347,28 +347,68 @@ ObjectInfo DecodeObjectInfo(Reader& r) {
   return info;
 }
 
-void EncodeRemoveAllRequest(Writer& w, const RemoveAllRequest& m) {
-  w.Str(m.tenant);
-  w.U8(m.force);
+void IdRequest::Encode(Writer& w) const { w.U64(id); }
+
+Status IdRequest::Decode(Reader& r, std::string_view what) {
+  id = r.U64();
+  return r.Finish(what);
 }
 
-Status DecodeRemoveAllRequest(Reader& r, RemoveAllRequest* m) {
-  m->tenant = r.Str();
-  m->force = r.U8();
+void RemoveAllRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.U8(force);
+}
+
+Status RemoveAllRequest::Decode(Reader& r) {
+  tenant = r.Str();
+  force = r.U8();
   return r.Finish("remove_all");
 }
 
-void EncodeListKeysRequest(Writer& w, const ListKeysRequest& m) {
-  w.Str(m.tenant);
-  w.Str(m.prefix);
-  w.U32(m.limit);
+void RemoveAllReply::Encode(Writer& w) const {
+  w.U64(removed);
+  w.U64(skipped);
+  w.U8(cleared);
 }
 
-Status DecodeListKeysRequest(Reader& r, ListKeysRequest* m) {
-  m->tenant = r.Str();
-  m->prefix = r.Str();
-  m->limit = r.U32();
+Status RemoveAllReply::Decode(Reader& r) {
+  removed = r.U64();
+  skipped = r.U64();
+  cleared = r.U8();
+  return r.Finish("remove_all reply");
+}
+
+void ListKeysRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.Str(prefix);
+  w.U32(limit);
+}
+
+Status ListKeysRequest::Decode(Reader& r) {
+  tenant = r.Str();
+  prefix = r.Str();
+  limit = r.U32();
   return r.Finish("list_keys");
+}
+
+void ListKeysReply::Encode(Writer& w) const {
+  w.U8(truncated);
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (std::string_view k : keys) w.Str(k);
+}
+
+Status ListKeysReply::Decode(Reader& r) {
+  truncated = r.U8();
+  const uint32_t n = r.Count(4);
+  keys.clear();
+  keys.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) keys.push_back(r.Str());
+  return r.Finish("list_keys reply");
+}
+
+void EncodeStatuses(Writer& w, std::span<const Status> statuses) {
+  w.U32(static_cast<uint32_t>(statuses.size()));
+  for (const Status& st : statuses) w.ItemStatus(st);
 }
 
 }  // namespace tierkv::proto

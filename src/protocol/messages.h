@@ -81,9 +81,12 @@ struct AllocReply {
   uint64_t offset = 0;
 };
 
-// commit, abort, release
+// commit, abort, release, unpin
 struct IdRequest {
   uint64_t id = 0;
+  void Encode(Writer& w) const;
+  // `what` names the request in the error ("commit", ...).
+  Status Decode(Reader& r, std::string_view what);
 };
 
 struct PutRequest {
@@ -107,19 +110,37 @@ struct LeaseReply {
 struct RemoveAllRequest {
   std::string_view tenant;
   uint8_t force = 0;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
 };
 
 struct RemoveAllReply {
   uint64_t removed = 0;
   uint64_t skipped = 0;
   uint8_t cleared = 0;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
 };
 
 struct ListKeysRequest {
   std::string_view tenant;
   std::string_view prefix;
   uint32_t limit = 0;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
 };
+
+struct ListKeysReply {
+  uint8_t truncated = 0;  // 1: more keys matched than the reply holds
+  std::vector<std::string_view> keys;
+  void Encode(Writer& w) const;
+  Status Decode(Reader& r);
+};
+
+// The reply of the batch calls whose items carry no more than a status
+// (batch_commit, batch_release, batch_put, batch_exist, batch_remove):
+// `u32 count` and an item status each.
+void EncodeStatuses(Writer& w, std::span<const Status> statuses);
 
 // batch_lease, batch_get, batch_exist, batch_query, batch_remove
 struct BatchKeysRequest {
@@ -194,10 +215,6 @@ void EncodeLocateReply(Writer& w, const LeaseReply& l);
 LeaseReply DecodeLocateReply(Reader& r);
 void EncodeObjectInfo(Writer& w, const ObjectInfo& info);
 ObjectInfo DecodeObjectInfo(Reader& r);
-void EncodeRemoveAllRequest(Writer& w, const RemoveAllRequest& m);
-Status DecodeRemoveAllRequest(Reader& r, RemoveAllRequest* m);
-void EncodeListKeysRequest(Writer& w, const ListKeysRequest& m);
-Status DecodeListKeysRequest(Reader& r, ListKeysRequest* m);
 
 }  // namespace tierkv::proto
 
