@@ -34,11 +34,11 @@ enum class ReplicaState : uint8_t {
   kRemoving = 3,   // hidden; memory freed when the last read lease ends
 };
 
-// What Query reports about one object.
 // A storage namespace: "tierkv:v1:" then 64 lowercase hex digits (a SHA-256,
 // see DeriveNamespace in tierkv/client.h). True also for "" (no namespace).
 bool ValidNamespace(std::string_view ns);
 
+// What Query reports about one object.
 struct ObjectInfo {
   uint64_t size = 0;           // value length in bytes
   std::string group_id;        // as given at put; empty when none

@@ -113,24 +113,15 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
   fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
   std::vector<Item> items(keys.size());
   std::vector<std::string> composites(keys.size());
-  std::vector<std::shared_ptr<Flight>> led(keys.size()), followed(keys.size());
-  {
-    std::lock_guard lock(flights_mu_);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      items[i].tenant = tenant;
-      items[i].key = keys[i];
-      items[i].keep_superseded = superseded != nullptr;
-      composites[i].reserve(tenant.size() + 1 + keys[i].size());
-      composites[i].append(tenant).push_back('\0');
-      composites[i].append(keys[i]);
-      auto [it, fresh] = flights_.try_emplace(composites[i]);
-      if (fresh) {
-        it->second = std::make_shared<Flight>();
-        led[i] = it->second;
-      } else {
-        followed[i] = it->second;
-      }
-    }
+  std::vector<SingleFlight<std::string, Status>::Joined> flights(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    items[i].tenant = tenant;
+    items[i].key = keys[i];
+    items[i].keep_superseded = superseded != nullptr;
+    composites[i].reserve(tenant.size() + 1 + keys[i].size());
+    composites[i].append(tenant).push_back('\0');
+    composites[i].append(keys[i]);
+    flights[i] = flights_.Join(composites[i]);
   }
   // Route and fetch every key this call leads. A key its owner refused as
   // gone or replaced is asked again, up to kStaleRounds times: of the same
@@ -138,7 +129,7 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
   // the key on other managers only by now, of one of them.
   std::vector<Item*> todo;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (led[i]) todo.push_back(&items[i]);
+    if (flights[i].leader) todo.push_back(&items[i]);
   }
   RunPlans(todo);
   std::vector<Item*> round = std::move(todo);
@@ -168,32 +159,25 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     RunPlans(again);
     round = std::move(again);
   }
-  {
-    std::lock_guard lock(flights_mu_);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!led[i]) continue;
-      led[i]->done = true;
-      led[i]->status = items[i].status;
-      flights_.erase(composites[i]);
-    }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!flights[i].leader) continue;
+    flights_.Forget(composites[i], flights[i].ticket);
+    flights[i].ticket->Finish(items[i].status);
   }
-  flights_cv_.notify_all();
   std::vector<Status> out(keys.size());
   if (superseded != nullptr) {
     superseded->assign(keys.size(), 0);
     for (size_t i = 0; i < keys.size(); ++i) (*superseded)[i] = items[i].superseded;
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (led[i]) {
+    if (flights[i].leader) {
       out[i] = std::move(items[i].status);
       continue;
     }
     // Another fetch of this key is under way; its own deadlines bound it.
     shared_flights_.fetch_add(1, std::memory_order_relaxed);
-    std::unique_lock lock(flights_mu_);
-    const bool done =
-        flights_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return followed[i]->done; });
-    out[i] = done ? followed[i]->status : NotFound("a concurrent fetch of this key did not end");
+    std::optional<Status> done = flights[i].ticket->WaitFor(std::chrono::seconds(60));
+    out[i] = done ? std::move(*done) : NotFound("a concurrent fetch of this key did not end");
   }
   trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
   return out;

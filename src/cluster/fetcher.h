@@ -65,6 +65,7 @@
 #include "cluster/ha_state.h"
 #include "cluster/peer_limits.h"
 #include "cluster/runtime_id.h"
+#include "common/single_flight.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -155,7 +156,6 @@ class RemoteFetcher {
   struct Item;
   struct Segment;
   struct Authorized;
-  struct Flight;
 
   std::shared_ptr<Peer> PeerOf(const std::string& node) const;
   // Routes `items` by the index and runs one plan per owner (in parallel).
@@ -245,9 +245,7 @@ class RemoteFetcher {
   bool releaser_idle_ = false;
   std::thread releaser_;
 
-  std::mutex flights_mu_;
-  std::condition_variable flights_cv_;
-  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // "tenant\0key"
+  SingleFlight<std::string, Status> flights_;  // fetches led here, by "tenant\0key"
 
   std::atomic<uint64_t> fetches_{0}, objects_{0}, bytes_{0}, miss_not_indexed_{0}, miss_refused_{0},
       miss_budget_{0}, miss_read_{0}, miss_local_space_{0}, miss_slots_{0}, authorizations_{0},

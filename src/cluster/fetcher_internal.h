@@ -24,11 +24,6 @@ struct RemoteFetcher::Peer {
   size_t slots = 0;  // grants awaiting release (slots_mu_)
 };
 
-struct RemoteFetcher::Flight {
-  bool done = false;
-  Status status;
-};
-
 struct RemoteFetcher::Item {
   std::string_view tenant;
   std::string_view key;

@@ -1,4 +1,4 @@
-// RestServer: the REST admin API of shared/seeds/rest-admin-api.zh.txt (all 27
+// RestServer: the REST admin API of docs/rest-api.md (all 27
 // endpoints), optionally with mutual TLS. The network side is an HttpGate (one
 // event loop: slow and idle clients hold no thread); the routes are
 // cpp-httplib's router, fed each complete request from memory.

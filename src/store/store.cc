@@ -73,7 +73,7 @@ Store::Store(const StoreOptions& options, std::unique_ptr<DramPool> dram)
       feed_(options.journal_bytes) {
   shards_.reserve(options_.shards);
   for (uint32_t i = 0; i < options_.shards; ++i) {
-    shards_.push_back(std::make_unique<Shard>(i, RandomSeed()));
+    shards_.push_back(std::make_unique<Shard>(i, RandomSeed(), options_.evict_policy));
   }
 }
 
@@ -202,39 +202,15 @@ bool Store::LeasedLocked(const Blob& blob, int64_t now) const {
 void Store::TouchLocked(Shard& shard, Map::value_type& kv, int64_t now) {
   Entry& e = kv.second;
   e.last_access = now;
-  if (options_.evict_policy == EvictPolicy::kS3Fifo) {
-    if (e.in_lru) {
-      if (e.freq < 3) ++e.freq;  // O(1), nothing moves, nothing allocated
-    } else if (e.current) {
-      // New: on probation, unless it was evicted from probation lately.
-      const bool ghost = shard.ghost.erase(GhostHash(kv.first)) > 0;
-      std::list<Map::value_type*>& q = ghost ? shard.lru : shard.small;
-      q.push_front(&kv);
-      e.lru_pos = q.begin();
-      e.in_lru = true;
-      e.in_small = !ghost;
-      e.freq = 0;
-    }
-  } else if (e.in_lru) {
-    shard.lru.splice(shard.lru.begin(), shard.lru, e.lru_pos);
-  } else if (e.current) {
-    shard.lru.push_front(&kv);
-    e.lru_pos = shard.lru.begin();
-    e.in_lru = true;
+  if (e.dram_hook.queued || e.current) {
+    e.dram_hook.owner = &kv;
+    e.dram_hook.key = &kv.first;
+    shard.dram_queue->Touch(e.dram_hook);
   }
-  if (e.in_ssd_lru) shard.ssd_lru.splice(shard.ssd_lru.begin(), shard.ssd_lru, e.ssd_lru_pos);
+  if (e.ssd_hook.queued) shard.ssd_queue.Touch(e.ssd_hook);
 }
 
-void Store::EraseFromLruLocked(Shard& shard, Entry& e) {
-  if (!e.in_lru) return;
-  (e.in_small ? shard.small : shard.lru).erase(e.lru_pos);
-  e.in_lru = false;
-  e.in_small = false;
-}
-
-uint64_t Store::GhostHash(std::string_view composite) {
-  return std::hash<std::string_view>{}(composite) | 1;  // never 0 (an empty ring slot)
-}
+void Store::EraseFromLruLocked(Shard& shard, Entry& e) { shard.dram_queue->Erase(e.dram_hook); }
 
 void Store::FreeZombieLocked(Shard& shard, Blob* blob) {
   if (!blob->zombie || blob->leases > 0 || blob->pins > 0) return;

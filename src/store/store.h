@@ -5,7 +5,7 @@
 // the op counters, and announces every replica transition to its observers.
 //
 // The index is split into shards by a hash of (tenant, key); each shard has its
-// own mutex, map, LRU list, pending-alloc table and lease table, so clients
+// own mutex, map, eviction queues, pending-alloc table and lease table, so clients
 // working on different keys rarely meet on a lock. Batch calls sort their keys by
 // shard and take each shard's lock once. Ids of allocs and leases carry their
 // shard in the low 8 bits, so commit and release go straight to one shard; the
@@ -20,14 +20,12 @@
 // grant belongs to a live client session its range stays quarantined until that
 // session ends, so a stalled writer can never scribble over someone else's object.
 //
-// Eviction (StoreOptions::evict_policy, docs/store.md): with S3-FIFO each shard
-// keeps a probation FIFO, a main FIFO and a ghost of recent probation victims
-// for its DRAM replicas, and an access only counts (O(1), no allocation); with
-// LRU each shard keeps an exact LRU list. SSD replicas are always LRU. An
-// eviction round takes each shard's next candidates (S3-FIFO: one; LRU: a few
-// from the tail), sorts them by last access and moves the oldest one tier down
-// until the goal is met. It runs on demand when an alloc finds no room (the
-// alloc waits for it), and in a background thread whenever usage passes the high
+// Eviction (StoreOptions::evict_policy, docs/store.md): each shard orders its
+// DRAM replicas in an EvictionQueue of the policy (S3FifoQueue, LruQueue) and
+// its SSD replicas in an LruQueue. An eviction round takes each shard's next
+// candidates (S3-FIFO: one; LRU: a few from the tail), sorts them by last
+// access and moves the oldest one tier down until the goal is met. It runs on demand when an alloc
+// finds no room (the alloc waits for it), and in a background thread whenever usage passes the high
 // watermark, down to the low one.
 //
 // With an SSD tier (AttachSsd), a DRAM victim is demoted: written to SSD unless
@@ -60,6 +58,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/single_flight.h"
 #include "media/dram_pool.h"
 #include "media/ssd_tier.h"
 #include "store/change_feed.h"
@@ -83,11 +82,11 @@ class Store {
 
   // Registers an observer (not owned; must outlive the store). Call before any
   // other thread uses the store.
+  void AddObserver(ReplicaObserver* observer);
   // Test seam: when set, a commit for which the hook returns true is refused
   // as if its write grant had expired (the grant is revoked). Set before
   // concurrent use; the hook runs under a shard lock.
   void SetCommitFaultHook(std::function<bool()> hook) { commit_fault_hook_ = std::move(hook); }
-  void AddObserver(ReplicaObserver* observer);
 
   // Adds an SSD tier below DRAM, with the objects its recovery scan found (they
   // become readable SSD replicas and are announced to the observers registered
@@ -290,7 +289,6 @@ class Store {
   struct Shard;
   struct Victim;
   struct SsdReplica;
-  struct RewarmTicket;
   using Map = std::unordered_map<std::string, Entry>;
 
   Store(const StoreOptions& options, std::unique_ptr<DramPool> dram);
@@ -334,7 +332,6 @@ class Store {
   void TouchLocked(Shard& shard, Map::value_type& kv, int64_t now);
   // Takes e's DRAM replica off its eviction queue.
   void EraseFromLruLocked(Shard& shard, Entry& e);
-  static uint64_t GhostHash(std::string_view composite);
   void AnnounceStored(Map::value_type& kv, const Blob& blob);
   void AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause);
   void Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
@@ -350,15 +347,11 @@ class Store {
   // Space.
   Result<Extent> AllocateSpace(uint64_t size);
   void FreeExtent(const Extent& extent, uint64_t requested);
-  // Up to a few entries from the tail of every shard's DRAM (or SSD) LRU that
+  // The next candidates of every shard's DRAM (or SSD) eviction queue that
   // `usable` accepts (called with the shard lock held), oldest first.
-  std::vector<Victim> TailVictims(bool ssd,
-                                  const std::function<bool(Shard&, const Entry&, int64_t)>& usable);
+  using VictimFilter = std::function<bool(Shard&, const Map::value_type&, int64_t)>;
+  std::vector<Victim> TailVictims(bool ssd, const VictimFilter& usable);
   std::vector<Victim> GatherVictims();
-  // S3-FIFO: the next victim of one shard (its lock held), appended to `victims`.
-  void S3FifoVictim(Shard& shard, uint32_t index, int64_t now,
-                    const std::function<bool(Shard&, const Entry&, int64_t)>& usable,
-                    std::vector<Victim>* victims);
   bool EvictVictim(const Victim& victim);
   // Evicts victims in order until enough(in_flight); with an SSD tier up to
   // the queue depth of them are demoted side by side, and enough() is asked
@@ -383,7 +376,7 @@ class Store {
   Status Rewarm(Shard& shard, const std::string& composite);
   Status RunRewarm(Shard& shard, const std::string& composite,
                    const std::shared_ptr<SsdReplica>& replica,
-                   const std::shared_ptr<RewarmTicket>& ticket);
+                   const std::shared_ptr<FlightTicket<Status>>& ticket);
   bool EvictSsdVictim(const Victim& victim);
   std::vector<Victim> GatherSsdVictims();
   void DrainSsdTrash();

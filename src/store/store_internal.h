@@ -16,6 +16,8 @@
 #include "common/composite_key.h"
 #include "media/checksum.h"
 #include "media/offset_allocator.h"
+#include "store/eviction_queue.h"
+#include "store/lru_queue.h"
 #include "store/store.h"
 
 namespace tierkv {
@@ -47,41 +49,17 @@ struct Store::SsdReplica {
   SsdBlob blob;
 };
 
-// A rewarm in flight; gets of the same key wait on it instead of reading again.
-struct Store::RewarmTicket {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  Status status;
-  void Finish(Status st) {
-    std::lock_guard<std::mutex> lock(mu);
-    status = std::move(st);
-    done = true;
-    cv.notify_all();
-  }
-  Status Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [this] { return done; });
-    return status;
-  }
-};
-
 struct Store::Entry {
-  std::unique_ptr<Blob> current;         // READABLE on DRAM
-  std::unique_ptr<Blob> pending;         // ALLOCATED, awaiting commit
-  std::shared_ptr<SsdReplica> ssd;       // READABLE on SSD
-  std::shared_ptr<RewarmTicket> rewarm;  // SSD -> DRAM copy in flight
+  std::unique_ptr<Blob> current;    // READABLE on DRAM
+  std::unique_ptr<Blob> pending;    // ALLOCATED, awaiting commit
+  std::shared_ptr<SsdReplica> ssd;  // READABLE on SSD
   int64_t last_access = 0;
   uint64_t generation = 0;  // of the value held (current and ssd hold the same one)
   std::string name_space;   // of the put that created the value ("" = none)
   uint64_t dram_seq = 0;    // change sequence at which `current` was announced stored
   uint64_t ssd_seq = 0;     // ... and `ssd`
-  bool in_lru = false;      // in shard.lru (or, S3-FIFO, in shard.small when in_small)
-  bool in_ssd_lru = false;
-  bool in_small = false;  // S3-FIFO: on probation in shard.small
-  uint8_t freq = 0;       // S3-FIFO: accesses since it entered its queue (at most 3)
-  std::list<Map::value_type*>::iterator lru_pos;
-  std::list<Map::value_type*>::iterator ssd_lru_pos;
+  QueueHook dram_hook;      // in shard.dram_queue while `current` is
+  QueueHook ssd_hook;       // in shard.ssd_queue while `ssd` is
   bool readable() const { return current != nullptr || ssd != nullptr; }  // on some medium
 };
 
@@ -128,20 +106,19 @@ struct LeaseRecord {
 };
 
 struct Store::Shard {
-  Shard(uint32_t i, uint64_t seed) : index(i), id_state(seed) {}
+  Shard(uint32_t i, uint64_t seed, EvictPolicy policy)
+      : index(i), id_state(seed), dram_queue(MakeEvictionQueue(policy)) {}
   const uint32_t index;  // position in shards_, carried in alloc and lease ids
   ShardMutex mu;
-  uint64_t id_state;                    // generator of this shard's alloc and lease ids (mu held)
-  Map map;                              // composite key -> entry
-  std::list<Map::value_type*> lru;      // front = most recent; entries with a DRAM replica
-  std::list<Map::value_type*> ssd_lru;  // front = most recent; entries with an SSD replica
-  // S3-FIFO: `small` is the probation FIFO (front = newest), `lru` the main
-  // FIFO, and the ghost the key hashes of recent probation victims (a ring
-  // and a set of what it holds).
-  std::list<Map::value_type*> small;
-  std::vector<uint64_t> ghost_ring;
-  size_t ghost_next = 0;
-  std::unordered_set<uint64_t> ghost;
+  uint64_t id_state;  // generator of this shard's alloc and lease ids (mu held)
+  Map map;            // composite key -> entry
+  // The order of victims: entries with a DRAM replica (--evict-policy), and
+  // entries with an SSD replica (always LRU).
+  std::unique_ptr<EvictionQueue> dram_queue;
+  LruQueue ssd_queue;
+  // SSD -> DRAM copies in flight, by composite key: gets of a key being
+  // rewarmed wait for that copy instead of reading again.
+  SingleFlight<std::string, Status> rewarms;
   std::unordered_map<uint64_t, Map::value_type*> pending;  // alloc id -> entry
   std::unordered_map<uint64_t, LeaseRecord> leases;        // lease id -> record
   // Nodes of ended leases kept for the next ones (at most kSpareLeaseNodes),

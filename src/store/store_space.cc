@@ -78,36 +78,29 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
                     std::to_string(size) + " bytes requested)");
 }
 
-std::vector<Store::Victim> Store::TailVictims(
-    bool ssd, const std::function<bool(Shard&, const Entry&, int64_t)>& usable) {
+std::vector<Store::Victim> Store::TailVictims(bool ssd, const VictimFilter& usable) {
+  // S3-FIFO gives one victim per shard: its FIFOs decide which, the clock
+  // only which shard goes first.
+  const size_t per_shard =
+      !ssd && options_.evict_policy == EvictPolicy::kS3Fifo ? 1 : kVictimsPerShard;
   std::vector<Victim> victims;
-  if (!ssd && options_.evict_policy == EvictPolicy::kS3Fifo) {
-    // One victim per shard.
-    for (uint32_t i = 0; i < shards_.size(); ++i) {
-      Shard& shard = *shards_[i];
-      std::lock_guard lock(shard.mu);
-      S3FifoVictim(shard, i, clock_->NowNanos(), usable, &victims);
-    }
-    // Across shards the oldest victim goes first (one per shard: the queues
-    // decide which, the clock only which shard).
-    std::sort(victims.begin(), victims.end(),
-              [](const Victim& a, const Victim& b) { return a.last_access < b.last_access; });
-    return victims;
-  }
+  std::vector<QueueHook*> picked;
   for (uint32_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[i];
     std::lock_guard lock(shard.mu);
     const int64_t now = clock_->NowNanos();
-    const std::list<Map::value_type*>& list = ssd ? shard.ssd_lru : shard.lru;
-    size_t taken = 0;
-    size_t scanned = 0;
-    for (auto it = list.rbegin();
-         it != list.rend() && taken < kVictimsPerShard && scanned < kMaxTailScan; ++it, ++scanned) {
-      const Entry& e = (*it)->second;
-      if (!usable(shard, e, now)) continue;
-      victims.push_back(
-          Victim{e.last_access, i, (*it)->first, e.current ? e.current->extent.size : 0});
-      ++taken;
+    EvictionQueue& queue = ssd ? static_cast<EvictionQueue&>(shard.ssd_queue) : *shard.dram_queue;
+    picked.clear();
+    queue.Victims(
+        per_shard, kMaxTailScan,
+        [&](const QueueHook& h) {
+          return usable(shard, *static_cast<const Map::value_type*>(h.owner), now);
+        },
+        &picked);
+    for (QueueHook* h : picked) {
+      const Map::value_type& kv = *static_cast<const Map::value_type*>(h->owner);
+      const Entry& e = kv.second;
+      victims.push_back(Victim{e.last_access, i, kv.first, e.current ? e.current->extent.size : 0});
     }
   }
   std::sort(victims.begin(), victims.end(),
@@ -115,57 +108,10 @@ std::vector<Store::Victim> Store::TailVictims(
   return victims;
 }
 
-// S3-FIFO (Yang et al., SOSP 2023), per shard: new objects enter the small
-// probation FIFO (10 % of the shard's objects); leaving it, one that was read
-// again moves to the main FIFO, the others are victims and their key hashes go
-// to the ghost, so that a victim that comes back soon enters main directly.
-// Leaving main, an object read since it last went round goes round again
-// (its count lowered), else it is the victim. Scans pass through probation
-// without touching main.
-void Store::S3FifoVictim(Shard& shard, uint32_t index, int64_t now,
-                         const std::function<bool(Shard&, const Entry&, int64_t)>& usable,
-                         std::vector<Victim>* victims) {
-  const size_t total = shard.small.size() + shard.lru.size();
-  if (total == 0) return;
-  // The ghost remembers about as many victims as the shard holds objects.
-  if (shard.ghost_ring.size() < total) shard.ghost_ring.resize(total, 0);
-  for (size_t step = 0; step < 2 * total + 2; ++step) {
-    const bool from_small =
-        !shard.small.empty() && (shard.small.size() * 10 >= total || shard.lru.empty());
-    std::list<Map::value_type*>& q = from_small ? shard.small : shard.lru;
-    Map::value_type* kv = q.back();
-    Entry& e = kv->second;
-    if (from_small && e.freq > 0) {  // read again on probation: into main
-      shard.lru.splice(shard.lru.begin(), shard.small, e.lru_pos);
-      e.in_small = false;
-      e.freq = 0;
-      continue;
-    }
-    if (!from_small && e.freq > 0) {  // read since it last went round: once more
-      --e.freq;
-      shard.lru.splice(shard.lru.begin(), shard.lru, e.lru_pos);
-      continue;
-    }
-    if (!usable(shard, e, now)) {  // leased or pinned: round again, look further
-      q.splice(q.begin(), q, e.lru_pos);
-      continue;
-    }
-    if (from_small) {
-      const uint64_t h = GhostHash(kv->first);
-      uint64_t& slot = shard.ghost_ring[shard.ghost_next];
-      if (slot != 0) shard.ghost.erase(slot);
-      slot = h;
-      shard.ghost.insert(h);
-      shard.ghost_next = (shard.ghost_next + 1) % shard.ghost_ring.size();
-    }
-    victims->push_back(Victim{e.last_access, index, kv->first, e.current->extent.size});
-    return;
-  }
-}
-
 std::vector<Store::Victim> Store::GatherVictims() {
   const Shard* reaped = nullptr;  // expired leases are detached once per shard
-  return TailVictims(/*ssd=*/false, [&](Shard& shard, const Entry& e, int64_t now) {
+  return TailVictims(/*ssd=*/false, [&](Shard& shard, const Map::value_type& kv, int64_t now) {
+    const Entry& e = kv.second;
     if (e.current->pins > 0) return false;  // being copied to SSD
     if (e.current->leases == 0) return true;
     if (LeasedLocked(*e.current, now)) return false;

@@ -85,9 +85,9 @@ void Store::InstallSsdLocked(Shard& shard, Map::value_type& kv,
   Entry& e = kv.second;
   e.ssd = std::move(replica);
   ++shard.ssd_objects;
-  shard.ssd_lru.push_front(&kv);
-  e.ssd_lru_pos = shard.ssd_lru.begin();
-  e.in_ssd_lru = true;
+  e.ssd_hook.owner = &kv;
+  e.ssd_hook.key = &kv.first;
+  shard.ssd_queue.Touch(e.ssd_hook);
   const BlobHeader& h = e.ssd->blob.header;
   Announce(kv, h.group_id, h.size, Medium::kSsd, /*stored=*/true, RemoveCause::kRemoved);
 }
@@ -97,10 +97,7 @@ std::shared_ptr<Store::SsdReplica> Store::DropSsdLocked(Shard& shard, Map::value
   Entry& e = kv.second;
   std::shared_ptr<SsdReplica> r = std::move(e.ssd);
   --shard.ssd_objects;
-  if (e.in_ssd_lru) {
-    shard.ssd_lru.erase(e.ssd_lru_pos);
-    e.in_ssd_lru = false;
-  }
+  shard.ssd_queue.Erase(e.ssd_hook);
   Announce(kv, r->blob.header.group_id, r->blob.header.size, Medium::kSsd, /*stored=*/false, cause);
   return r;
 }
@@ -235,8 +232,9 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
 // SSD eviction.
 
 std::vector<Store::Victim> Store::GatherSsdVictims() {
-  return TailVictims(/*ssd=*/true, [](Shard&, const Entry& e, int64_t) {
-    return !e.rewarm && e.ssd.use_count() == 1;  // not being read
+  return TailVictims(/*ssd=*/true, [](Shard& shard, const Map::value_type& kv, int64_t) {
+    // Not being read.
+    return kv.second.ssd.use_count() == 1 && !shard.rewarms.InFlight(kv.first);
   });
 }
 
@@ -248,7 +246,10 @@ bool Store::EvictSsdVictim(const Victim& victim) {
     auto it = shard.map.find(victim.composite);
     if (it == shard.map.end() || !it->second.ssd) return false;
     Entry& e = it->second;
-    if (e.last_access != victim.last_access || e.rewarm || e.ssd.use_count() > 1) return false;
+    if (e.last_access != victim.last_access || e.ssd.use_count() > 1 ||
+        shard.rewarms.InFlight(victim.composite)) {
+      return false;
+    }
     dropped = DropSsdLocked(shard, *it, RemoveCause::kEvicted);
     if (!e.current) --shard.readable;
     tier_.ssd_evicted_objects.fetch_add(1, std::memory_order_relaxed);
@@ -281,40 +282,33 @@ size_t Store::EvictSsdDownTo(uint64_t target_used) {
 // SSD -> DRAM.
 
 Status Store::Rewarm(Shard& shard, const std::string& composite) {
-  std::shared_ptr<RewarmTicket> ticket;
+  SingleFlight<std::string, Status>::Joined flight;
   std::shared_ptr<SsdReplica> replica;
-  bool leader = false;
   {
     std::lock_guard lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
     Entry& e = it->second;
     if (e.current) return Status::Ok();
-    if (e.rewarm) {
-      ticket = e.rewarm;
-    } else {
-      ticket = std::make_shared<RewarmTicket>();
-      e.rewarm = ticket;
-      replica = e.ssd;
-      leader = true;
-    }
+    flight = shard.rewarms.Join(composite);
+    if (flight.leader) replica = e.ssd;
   }
-  if (!leader) {
+  if (!flight.leader) {
     tier_.rewarm_waiting.fetch_add(1, std::memory_order_relaxed);
-    Status st = ticket->Wait();
+    Status st = flight.ticket->Wait();
     tier_.rewarm_waiting.fetch_sub(1, std::memory_order_relaxed);
     return st;
   }
-  Status st = RunRewarm(shard, composite, replica, ticket);
+  Status st = RunRewarm(shard, composite, replica, flight.ticket);
   replica.reset();
-  ticket->Finish(st);
+  flight.ticket->Finish(st);
   DrainSsdTrash();
   return st;
 }
 
 Status Store::RunRewarm(Shard& shard, const std::string& composite,
                         const std::shared_ptr<SsdReplica>& replica,
-                        const std::shared_ptr<RewarmTicket>& ticket) {
+                        const std::shared_ptr<FlightTicket<Status>>& ticket) {
   const uint64_t size = replica->blob.header.size;
   tier_.rewarm_bytes_current.fetch_add(size, std::memory_order_relaxed);
   Result<Extent> space = AllocateSpace(size);
@@ -325,7 +319,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   std::lock_guard lock(shard.mu);
   auto it = shard.map.find(composite);
   const bool found = it != shard.map.end();
-  if (found && it->second.rewarm == ticket) it->second.rewarm.reset();
+  shard.rewarms.Forget(composite, ticket);
   const bool same = found && it->second.ssd == replica;
   if (!st.ok()) {
     if (space.ok()) FreeExtent(*space, size);
@@ -386,7 +380,8 @@ size_t Store::Prefetch(std::string_view tenant, std::span<const std::string> key
     {
       std::lock_guard lock(shard.mu);
       auto it = shard.map.find(composite);
-      if (it == shard.map.end() || it->second.current || !it->second.ssd || it->second.rewarm) {
+      if (it == shard.map.end() || it->second.current || !it->second.ssd ||
+          shard.rewarms.InFlight(composite)) {
         continue;
       }
     }

@@ -47,7 +47,7 @@ struct StoreOptions {
   // Bytes of recent changes the change feed keeps for readers (0: none; the
   // sequence numbers are assigned all the same).
   size_t journal_bytes = 0;
-  EvictPolicy evict_policy = EvictPolicy::kLru;  // DRAM victims (SSD victims are LRU)
+  EvictPolicy evict_policy = EvictPolicy::kS3Fifo;  // DRAM victims (SSD victims are LRU)
 };
 
 // One readable replica in a snapshot (Store::Snapshot).
