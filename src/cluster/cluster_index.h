@@ -6,8 +6,8 @@
 #define TIERKV_CLUSTER_CLUSTER_INDEX_H_
 
 #include "cluster/global_index.h"
-#include "cluster/ha_state.h"
 #include "cluster/inventory.h"
+#include "http/ports/cluster.h"
 
 namespace tierkv {
 

@@ -157,15 +157,6 @@ Moved MoveBatch(const peer::PeerCaller& caller, const std::string& source_id,
 
 }  // namespace
 
-std::string DrainSummary(const DrainJobView& v) {
-  return "job_id=" + v.id + " state=" + v.state + " source=" + v.source +
-         " segment=" + (v.segment.empty() ? "-" : v.segment) +
-         " objects_total=" + std::to_string(v.total) + " objects_moved=" + std::to_string(v.moved) +
-         " objects_failed=" + std::to_string(v.failed) + " bytes_moved=" + std::to_string(v.bytes) +
-         " started_ms=" + std::to_string(v.started_unix_ms) +
-         " finished_ms=" + std::to_string(v.finished_unix_ms);
-}
-
 DrainJobs::DrainJobs(const HaStateProvider* membership, std::string self,
                      std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers)
     : membership_(membership),

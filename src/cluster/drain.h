@@ -27,29 +27,15 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/ha_state.h"
+#include "http/ports/cluster.h"
+#include "http/ports/drain.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
 
 struct PeerCredentials;
 
-struct DrainJobView {
-  std::string id;
-  std::string state;    // running | done | cancelled | failed
-  std::string source;   // the node drained
-  std::string segment;  // "rank-R-dram", "rank-R-ssd", or "" for a whole node
-  uint64_t total = 0, moved = 0, failed = 0, bytes = 0;
-  int64_t started_unix_ms = 0, finished_unix_ms = 0;
-  std::string error;  // why the job failed
-};
-
-// The one-line text summary of a job, fields in this order:
-// job_id state source segment objects_total objects_moved objects_failed
-// bytes_moved started_ms finished_ms (finished_ms 0 while running).
-std::string DrainSummary(const DrainJobView& v);
-
-class DrainJobs {
+class DrainJobs final : public DrainControl {
  public:
   // Where job numbers come from: unique across the cluster (the manager
   // passes etcd's counters/drain-jobs), so a job id never names another
@@ -67,16 +53,16 @@ class DrainJobs {
   // not the coordinator: the message names it, or no job number could be
   // had), INVALID_ARGUMENT (neither or both given, an unknown segment or
   // node, no other live manager to drain to), RETRY (a job is running).
-  Result<std::string> Start(const std::string& segment, const std::string& node);
+  Result<std::string> Start(const std::string& segment, const std::string& node) override;
   // NOT_FOUND for an unknown job id.
-  Result<DrainJobView> Query(const std::string& id) const;
+  Result<DrainJobView> Query(const std::string& id) const override;
   // Asks a running job to stop; OK also when it had already ended.
-  Status Cancel(const std::string& id);
+  Status Cancel(const std::string& id) override;
   // Stops the running job and joins it (shutdown).
   void Stop();
   // Jobs and objects of this manager's jobs so far (a running job's objects
   // count as they are moved).
-  DrainStats Stats() const;
+  DrainStats Stats() const override;
 
  private:
   struct Job;

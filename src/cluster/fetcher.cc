@@ -723,8 +723,8 @@ PutOptions RemoteFetcher::AllocOptions(const Item& item) {
   return o;
 }
 
-TransferStats RemoteFetcher::Stats() const {
-  TransferStats s;
+RemoteReadStats RemoteFetcher::Stats() const {
+  RemoteReadStats s;
   s.fetches = fetches_.load();
   s.objects = objects_.load();
   s.bytes = bytes_.load();

@@ -62,10 +62,10 @@
 #include "cluster/copy_tracker.h"
 #include "cluster/global_index.h"
 #include "cluster/grants.h"
-#include "cluster/ha_state.h"
 #include "cluster/peer_limits.h"
 #include "cluster/runtime_id.h"
 #include "common/single_flight.h"
+#include "http/ports/cluster.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -149,7 +149,7 @@ class RemoteFetcher {
   std::vector<PullOutcome> Pull(std::string_view tenant, std::span<const std::string_view> keys,
                                 std::string_view source, std::span<const uint64_t> generations);
 
-  TransferStats Stats() const;
+  RemoteReadStats Stats() const;
 
  private:
   struct Peer;

@@ -190,7 +190,7 @@ TEST_P(FetcherTest, AStaleEntryIsAskedOfTheSameOwnerAgainOnceTheIndexHasTheNewVa
   };
   ASSERT_TRUE(FetchOne("k").ok());
   EXPECT_EQ(Local("k"), "second!");
-  const TransferStats s = fetcher_->Stats();
+  const RemoteReadStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
   EXPECT_EQ(local_->Stats().pending_allocs, 0u);
@@ -213,7 +213,7 @@ TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsAskedOfItsOwnerForItsValueNow
   View({Stored("k", g1, 5)});
   ASSERT_TRUE(FetchOne("k").ok());
   EXPECT_EQ(Local("k"), "second!");
-  const TransferStats s = fetcher_->Stats();
+  const RemoteReadStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
   EXPECT_EQ(local_->Stats().pending_allocs, 0u);

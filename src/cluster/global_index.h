@@ -28,7 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cluster/ha_state.h"
+#include "http/ports/cluster.h"
 #include "tierkv/types.h"
 
 namespace tierkv {

@@ -37,9 +37,9 @@
 
 #include "cluster/copy_tracker.h"
 #include "cluster/global_index.h"
-#include "cluster/ha_state.h"
 #include "cluster/live_members.h"
 #include "cluster/runtime_id.h"
+#include "http/ports/cluster.h"
 #include "store/store.h"
 
 namespace tierkv {

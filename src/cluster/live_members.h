@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/ha_state.h"
+#include "http/ports/cluster.h"
 #include "tierkv/status.h"
 
 namespace tierkv {

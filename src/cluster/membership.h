@@ -43,11 +43,11 @@
 #include <string>
 #include <thread>
 
-#include "cluster/ha_state.h"
 #include "common/clock.h"
 #include "etcd/etcd_client.h"
 #include "etcd/lease_keeper.h"
 #include "etcd/watcher.h"
+#include "http/ports/cluster.h"
 
 namespace tierkv {
 

@@ -458,7 +458,7 @@ void RenderDrain(Writer& w, const DrainStats& d) {
   w.One(kDrBytes, d.bytes_moved);
 }
 
-void RenderTransfer(Writer& w, const TransferStats& t) {
+void RenderTransfer(Writer& w, const RemoteReadStats& t) {
   w.One(kTrFetched, t.objects);
   w.One(kTrFetchedBytes, t.bytes);
   w.ByLabel(kTrMisses, "reason",

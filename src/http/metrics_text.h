@@ -14,9 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "cluster/ha_state.h"
 #include "events/publisher.h"
 #include "http/http_gate.h"
+#include "http/ports/cluster.h"
+#include "http/ports/drain.h"
 #include "server/client_metrics.h"
 #include "server/server.h"
 #include "store/op_stats.h"
@@ -60,9 +61,9 @@ struct MetricsSnapshot {
   HttpGateStats http;
   bool cluster_enabled = false;
   ClusterStats cluster;
-  CoverageView coverage;   // cluster mode
-  TransferStats transfer;  // cluster mode
-  DrainStats drain;        // cluster mode
+  CoverageView coverage;     // cluster mode
+  RemoteReadStats transfer;  // cluster mode
+  DrainStats drain;          // cluster mode
 };
 
 // text/plain; version=0.0.4

@@ -45,6 +45,18 @@ std::string TimeText() {
   return buf;
 }
 
+// The one-line text summary of a drain job, fields in this order: job_id
+// state source segment objects_total objects_moved objects_failed bytes_moved
+// started_ms finished_ms (finished_ms 0 while running).
+std::string DrainSummary(const DrainJobView& v) {
+  return "job_id=" + v.id + " state=" + v.state + " source=" + v.source +
+         " segment=" + (v.segment.empty() ? "-" : v.segment) +
+         " objects_total=" + std::to_string(v.total) + " objects_moved=" + std::to_string(v.moved) +
+         " objects_failed=" + std::to_string(v.failed) + " bytes_moved=" + std::to_string(v.bytes) +
+         " started_ms=" + std::to_string(v.started_unix_ms) +
+         " finished_ms=" + std::to_string(v.finished_unix_ms);
+}
+
 std::string MediumUpper(Medium m) {
   switch (m) {
     case Medium::kHbm:
@@ -344,7 +356,7 @@ void RestServer::CapacityRoutes() {
                SendJson(res, j);
              });
 
-  DrainJobs* drain = deps_.drain;
+  DrainControl* drain = deps_.drain;
   if (drain == nullptr) {  // standalone
     auto not_supported = [](const httplib::Request&, httplib::Response& res) {
       SendError(res, "Not supported");

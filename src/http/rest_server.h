@@ -24,11 +24,11 @@
 #include <string>
 #include <thread>
 
-#include "cluster/drain.h"
-#include "cluster/ha_state.h"
 #include "events/publisher.h"
 #include "http/http_gate.h"
 #include "http/metrics_text.h"
+#include "http/ports/cluster.h"
+#include "http/ports/drain.h"
 #include "meta/metadata_store.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -67,9 +67,9 @@ struct RestDeps {
   events::KvEventPublisher* publisher = nullptr;  // null when events are off
   HaStateProvider* ha = nullptr;
   MetadataStore* metadata = nullptr;
-  ClusterIndexView* cluster_index = nullptr;        // null when standalone
-  const TransferStatsProvider* transfer = nullptr;  // null when standalone
-  DrainJobs* drain = nullptr;                       // null when standalone
+  ClusterIndexView* cluster_index = nullptr;          // null when standalone
+  const RemoteReadStatsProvider* transfer = nullptr;  // null when standalone
+  DrainControl* drain = nullptr;                      // null when standalone
 };
 
 class RestServer {

@@ -2,8 +2,8 @@
 
 namespace tierkv {
 
-TransferStats TransferView::Transfer() const {
-  TransferStats s = fetcher_->Stats();
+RemoteReadStats TransferView::Transfer() const {
+  RemoteReadStats s = fetcher_->Stats();
   const GrantStats g = grants_->Stats();
   s.grants_live = g.sessions;
   s.reserved_bytes = g.reserved_bytes;

@@ -9,18 +9,18 @@
 
 #include "cluster/fetcher.h"
 #include "cluster/grants.h"
-#include "cluster/ha_state.h"
 #include "cluster/peer_server.h"
+#include "http/ports/cluster.h"
 #include "transfer/data_server.h"
 
 namespace tierkv {
 
-class TransferView final : public TransferStatsProvider {
+class TransferView final : public RemoteReadStatsProvider {
  public:
   TransferView(const RemoteFetcher* fetcher, const GrantTable* grants,
                const transfer::DataServer* data)
       : fetcher_(fetcher), grants_(grants), data_(data) {}
-  TransferStats Transfer() const override;
+  RemoteReadStats Transfer() const override;
   // The peer port's gate counters come from `peer` from now on (it must
   // outlive this view, or be unset first with nullptr).
   void SetPeer(const PeerServer* peer) { peer_.store(peer); }

@@ -1,9 +1,11 @@
-// HaStateProvider: where /health, /role, /ha_status, /leader, /cluster/members
-// and the cluster metrics get their answers. A standalone manager is always the
-// serving leader with no members; cluster mode plugs in Membership
-// (cluster/membership.h). http/ sees the cluster only through this interface.
-#ifndef TIERKV_CLUSTER_HA_STATE_H_
-#define TIERKV_CLUSTER_HA_STATE_H_
+// The REST API's ports to the cluster: what /health, /role, /ha_status,
+// /leader, /cluster/members, /cache/metadata and the cluster metrics read.
+// http/ sees the cluster only through these interfaces and plain types, and
+// does not link it; cluster/ implements them (Membership: HaStateProvider,
+// ClusterIndexAdapter: ClusterIndexView) and the manager wires them in. A
+// standalone manager is always the serving leader with no members.
+#ifndef TIERKV_HTTP_PORTS_CLUSTER_H_
+#define TIERKV_HTTP_PORTS_CLUSTER_H_
 
 #include <cstdint>
 #include <optional>
@@ -191,7 +193,7 @@ inline Status FenceOutcome(const FenceOwner& owner, uint64_t sequence, const Fen
 
 // Remote reads (cluster mode only): the requester's fetches, the owner's
 // grants and its data channel, for /metrics.
-struct TransferStats {
+struct RemoteReadStats {
   // Requester side.
   uint64_t fetches = 0;             // keys asked of the fetcher
   uint64_t objects = 0, bytes = 0;  // fetched and stored locally
@@ -221,18 +223,10 @@ struct TransferStats {
   uint64_t peer_handshake_timeouts = 0, peer_idle_closed = 0, peer_backend_failures = 0;
 };
 
-// Drain jobs this manager ran as the coordinator since it started, for
-// /metrics.
-struct DrainStats {
-  bool running = false;
-  uint64_t jobs_done = 0, jobs_cancelled = 0, jobs_failed = 0;
-  uint64_t objects_moved = 0, objects_failed = 0, objects_gone = 0, bytes_moved = 0;
-};
-
-class TransferStatsProvider {
+class RemoteReadStatsProvider {
  public:
-  virtual ~TransferStatsProvider() = default;
-  virtual TransferStats Transfer() const = 0;  // thread-safe
+  virtual ~RemoteReadStatsProvider() = default;
+  virtual RemoteReadStats Transfer() const = 0;  // thread-safe
 };
 
 class StandaloneHaState final : public HaStateProvider {
@@ -242,4 +236,4 @@ class StandaloneHaState final : public HaStateProvider {
 
 }  // namespace tierkv
 
-#endif  // TIERKV_CLUSTER_HA_STATE_H_
+#endif  // TIERKV_HTTP_PORTS_CLUSTER_H_
