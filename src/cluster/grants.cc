@@ -26,43 +26,34 @@ struct GrantTable::Grant {
   int64_t deadline = 0;     // mu_
 };
 
-GrantTable::GrantTable(GrantOptions options, Store* store, Clock* clock)
+GrantTable::GrantTable(GrantOptions options, Store* store, Clock* clock, Scheduler* scheduler)
     : options_(std::move(options)),
       store_(store),
       clock_(clock != nullptr ? clock : RealClock()),
+      scheduler_(scheduler != nullptr ? scheduler : ThreadScheduler()),
       next_pin_owner_((uint64_t{1} << 62) + 1) {}
 
 GrantTable::~GrantTable() { Stop(); }
 
 void GrantTable::Start() {
   std::lock_guard lock(mu_);
-  if (reaper_.joinable()) return;
+  if (reaper_) return;
   stopping_ = false;
-  reaper_ = std::thread([this] { ReaperLoop(); });
+  // Periodic maintenance, not synchronisation: deadlines are checked 4x a second.
+  reaper_ = scheduler_->Every(std::chrono::milliseconds(250), [this] { ExpireDue(); });
 }
 
 void GrantTable::Stop() {
   std::unordered_map<uint64_t, std::shared_ptr<Grant>> dropping;
+  std::unique_ptr<PeriodicTask> reaper;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    reaper_cv_.notify_all();
     dropping.swap(live_);
+    reaper = std::move(reaper_);
   }
-  if (reaper_.joinable()) reaper_.join();
+  reaper.reset();    // waits for a pass in progress
   dropping.clear();  // pins go once the READs still sending end
-}
-
-void GrantTable::ReaperLoop() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    // Periodic maintenance, not synchronisation: deadlines are checked 4x a second.
-    reaper_cv_.wait_for(lock, std::chrono::milliseconds(250));
-    if (stopping_) break;
-    lock.unlock();
-    ExpireDue();
-    lock.lock();
-  }
 }
 
 void GrantTable::Ended(const std::string& uuid, uint64_t charged) {

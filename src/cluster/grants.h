@@ -39,6 +39,7 @@
 
 #include "cluster/live_members.h"
 #include "cluster/runtime_id.h"
+#include "common/scheduler.h"
 #include "store/store.h"
 #include "transfer/transport.h"
 
@@ -90,7 +91,9 @@ struct GrantStats {
 class GrantTable final : public transfer::GrantSource {
  public:
   // `store` is not owned; `clock` null means the real clock.
-  GrantTable(GrantOptions options, Store* store, Clock* clock = nullptr);
+  // `scheduler` runs the expiry pass (null: a thread of the table's own).
+  GrantTable(GrantOptions options, Store* store, Clock* clock = nullptr,
+             Scheduler* scheduler = nullptr);
   ~GrantTable() override;
 
   // Starts / stops the thread that releases grants past their deadline
@@ -150,12 +153,12 @@ class GrantTable final : public transfer::GrantSource {
   void Ended(const std::string& uuid, uint64_t charged);  // a Grant's destructor
   // Ends the live grants `pred` picks (called under mu_); returns how many.
   size_t DropIf(const std::function<bool(const Grant&)>& pred);
-  void ReaperLoop();
 
   const GrantOptions options_;
   RuntimeId runtime_id_{options_.runtime_uuid};  // this owner's incarnation now
   Store* const store_;
   Clock* const clock_;
+  Scheduler* const scheduler_;
   std::atomic<uint64_t> reserved_{0};
   std::atomic<uint64_t> next_pin_owner_;
 
@@ -164,8 +167,7 @@ class GrantTable final : public transfer::GrantSource {
   std::unordered_map<uint64_t, std::shared_ptr<Grant>> live_;  // ticket -> grant
   std::unordered_map<std::string, size_t> open_by_requester_;  // grants not yet destroyed
   bool stopping_ = false;
-  std::condition_variable reaper_cv_;
-  std::thread reaper_;
+  std::unique_ptr<PeriodicTask> reaper_;  // mu_; ExpireDue 4 times a second
 
   std::atomic<uint64_t> authorizations_{0}, items_granted_{0}, refused_stale_{0},
       refused_budget_{0}, refused_sessions_{0}, refused_other_{0}, budget_waits_{0}, released_{0},

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/scheduler.h"
 #include "common/single_flight.h"
 #include "media/dram_pool.h"
 #include "media/ssd_tier.h"
@@ -358,7 +359,8 @@ class Store {
   // as each starts with the DRAM bytes those still in flight will free.
   size_t EvictVictims(std::span<const Victim> victims,
                       const std::function<bool(uint64_t in_flight)>& enough);
-  void MaintenanceLoop();
+  // Runs the next maintenance pass soon (nothing before Start).
+  void WakeMaintenance();
 
   // SSD tier (store_tier.cc). None of these hold a shard lock on entry.
   std::shared_ptr<SsdReplica> MakeReplica(SsdBlob blob);
@@ -445,10 +447,7 @@ class Store {
   std::thread tier_thread_;
 
   std::mutex maint_mu_;
-  std::condition_variable maint_cv_;
-  bool stopping_ = false;
-  bool maint_kick_ = false;
-  std::thread maint_thread_;
+  std::unique_ptr<PeriodicTask> maint_task_;  // maint_mu_; RunMaintenance every interval
 };
 
 }  // namespace tierkv

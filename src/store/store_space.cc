@@ -42,20 +42,14 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
   }
   if (auto extent = dram_->Allocate(size)) {
     if (dram_->allocated_bytes() > static_cast<uint64_t>(options_.high_watermark * capacity)) {
-      std::lock_guard<std::mutex> lock(maint_mu_);
-      maint_kick_ = true;
-      maint_cv_.notify_one();
+      WakeMaintenance();
     }
     return *extent;
   }
   // Full: evict just enough for this request (one evictor at a time), oldest
   // first, and leave the way down to the low watermark to the background thread
   // so the put that found the pool full does not pay for it.
-  {
-    std::lock_guard<std::mutex> lock(maint_mu_);
-    maint_kick_ = true;
-    maint_cv_.notify_one();
-  }
+  WakeMaintenance();
   std::lock_guard<std::mutex> evict_lock(evict_mu_);
   const uint64_t need = dram_->allocator().ClassSize(size);
   for (;;) {
@@ -244,32 +238,25 @@ void Store::EndSession(uint64_t session) {
 void Store::Start() {
   if (ssd_) StartTierWorker();
   std::lock_guard<std::mutex> lock(maint_mu_);
-  if (maint_thread_.joinable()) return;
-  stopping_ = false;
-  maint_thread_ = std::thread([this] { MaintenanceLoop(); });
+  if (maint_task_) return;
+  Scheduler* scheduler = options_.scheduler ? options_.scheduler : ThreadScheduler();
+  maint_task_ = scheduler->Every(std::chrono::milliseconds(options_.maintenance_interval_ms),
+                                 [this] { RunMaintenance(); });
 }
 
 void Store::Stop() {
+  std::unique_ptr<PeriodicTask> task;
   {
     std::lock_guard<std::mutex> lock(maint_mu_);
-    stopping_ = true;
-    maint_cv_.notify_all();
+    task = std::move(maint_task_);
   }
-  if (maint_thread_.joinable()) maint_thread_.join();
+  task.reset();  // waits for a pass in progress (which may wake it: not under maint_mu_)
   StopTierWorker();
 }
 
-void Store::MaintenanceLoop() {
-  std::unique_lock<std::mutex> lock(maint_mu_);
-  while (!stopping_) {
-    maint_cv_.wait_for(lock, std::chrono::milliseconds(options_.maintenance_interval_ms),
-                       [this] { return stopping_ || maint_kick_; });
-    if (stopping_) break;
-    maint_kick_ = false;
-    lock.unlock();
-    RunMaintenance();
-    lock.lock();
-  }
+void Store::WakeMaintenance() {
+  std::lock_guard<std::mutex> lock(maint_mu_);
+  if (maint_task_) maint_task_->Wake();
 }
 
 }  // namespace tierkv

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/scheduler.h"
 #include "media/offset_allocator.h"
 #include "media/ssd_tier.h"
 #include "tierkv/types.h"
@@ -44,6 +45,9 @@ struct StoreOptions {
   // get or the prefetch queue (1: one at a time on the calling thread).
   int ssd_queue_depth = 8;  // 1 .. kMaxSsdQueueDepth
   Clock* clock = nullptr;   // null: the real clock
+  // Runs the maintenance pass every maintenance_interval_ms after Start
+  // (null: a thread of the store's own; tests pass a ManualScheduler).
+  Scheduler* scheduler = nullptr;
   // Bytes of recent changes the change feed keeps for readers (0: none; the
   // sequence numbers are assigned all the same).
   size_t journal_bytes = 0;
