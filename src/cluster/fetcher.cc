@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "cluster/fetch_route.h"
 #include "cluster/fetcher_internal.h"
 #include "cluster/peer_rpc.h"
 #include "common/tracer.h"
@@ -214,36 +215,23 @@ void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
       plan.second.push_back(item);
       continue;
     }
-    const RemoteLocation* best = nullptr;
-    std::shared_ptr<Peer> best_peer;
-    auto score = [](const RemoteLocation& l, const Peer& p) {
-      // DRAM before SSD, then fewer bytes in flight, then a complete view.
-      return std::make_tuple(l.medium == Medium::kDram ? 0 : 1, p.inflight_bytes.load(),
-                             l.complete ? 0 : 1);
-    };
+    std::vector<RouteCandidate> candidates;
+    std::vector<std::shared_ptr<Peer>> candidate_peers;
     for (const RemoteLocation& l : found.locations) {
       std::shared_ptr<Peer> p = PeerOf(l.owner);
       if (!p || p->uuid != l.owner_uuid || p->data_endpoint.empty()) continue;
-      if (best == nullptr || score(l, *p) < score(*best, *best_peer)) {
-        best = &l;
-        best_peer = std::move(p);
-      }
+      candidates.push_back({&l, p->inflight_bytes.load()});
+      candidate_peers.push_back(std::move(p));
     }
-    if (best == nullptr) {
+    const std::optional<size_t> best = PickRoute(candidates);
+    if (!best) {
       miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
-      if (!found.locations.empty()) {
-        item->status = NotFound("its owners are not reachable members now");
-      } else if (!found.absence_proved) {
-        item->status = NotFound("not in the views held; the view of " + found.incomplete_owner +
-                                " is incomplete");
-      } else {
-        item->status = NotFound("not held by any other manager");
-      }
+      item->status = NoRoute(found);
       continue;
     }
-    item->loc = *best;
-    auto& plan = plans[best->owner];
-    plan.first = std::move(best_peer);
+    item->loc = *candidates[*best].location;
+    auto& plan = plans[item->loc.owner];
+    plan.first = std::move(candidate_peers[*best]);
     plan.second.push_back(item);
   }
   // One plan per owner; owners are served in parallel.
@@ -260,21 +248,15 @@ void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
 
 void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item*>& items) {
   Peer& peer = *owner;
-  std::vector<Segment> segs(1);
-  uint64_t seg_bytes = 0, seg_key_bytes = 0;
-  for (Item* it : items) {
-    Segment& cur = segs.back();
-    const uint64_t key_bytes = it->key.size() + it->tenant.size();
-    if (!cur.items.empty() && (cur.items.size() >= options_.segment_items ||
-                               seg_bytes + it->loc.size > options_.segment_bytes ||
-                               seg_key_bytes + key_bytes > options_.segment_key_bytes)) {
-      segs.emplace_back();
-      seg_bytes = 0;
-      seg_key_bytes = 0;
-    }
-    segs.back().items.push_back(it);
-    seg_bytes += it->loc.size;
-    seg_key_bytes += key_bytes;
+  std::vector<SegmentItem> sizes;
+  sizes.reserve(items.size());
+  for (const Item* it : items) sizes.push_back({it->loc.size, it->key.size() + it->tenant.size()});
+  const std::vector<size_t> starts = CutSegments(
+      sizes, {options_.segment_items, options_.segment_bytes, options_.segment_key_bytes});
+  std::vector<Segment> segs(std::max<size_t>(starts.size(), 1));
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const size_t end = k + 1 < starts.size() ? starts[k + 1] : items.size();
+    segs[k].items.assign(items.begin() + starts[k], items.begin() + end);
   }
   std::future<Authorized> next;
   bool speculative = false;
