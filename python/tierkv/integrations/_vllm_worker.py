@@ -81,6 +81,7 @@ class Worker:
         self._ended: set[str] = set()  # requests vLLM said finished
         self._loaded: set[str] = set()  # loads done since the last get_finished
         self._load_errors: set[int] = set()
+        self._in_place = False
         self._stream = None
         self._thread = threading.Thread(target=self._run, name="tierkv-vllm", daemon=True)
         self._thread.start()
@@ -93,6 +94,16 @@ class Worker:
         if first is not None and first.dim() == 5 and first.shape[0] == 2:
             num_blocks = first.shape[1]
         self._layers = [_Layer(kv, detect_layout(kv, num_blocks)) for kv in kv_caches.values()]
+        self._in_place = bool(self._layers) and all(layer.in_place for layer in self._layers)
+        if self._in_place:
+            # A block's regions, in object order: region r of block b is at
+            # bases[r] + b * strides[r] (a block's addresses in one tensor op).
+            self._bases = torch.tensor([layer.base + off for layer in self._layers
+                                        for off in layer.offsets], dtype=torch.int64)
+            self._strides = torch.tensor([layer.block_stride for layer in self._layers
+                                          for _ in layer.offsets], dtype=torch.int64)
+            self._region_lens = [layer.part_bytes for layer in self._layers
+                                 for _ in layer.offsets]
         if first is not None and first.is_cuda:
             self._stream = torch.cuda.Stream(device=first.device)
 
@@ -180,12 +191,10 @@ class Worker:
             return [False] * len(t.block_ids)
         keys = [f"{self._prefix}/{h}" for h in t.hashes]
         try:
-            if all(layer.in_place for layer in self._layers):
-                addrs = [layer.base + b * layer.block_stride + off for b in t.block_ids
-                         for layer in self._layers for off in layer.offsets]
-                lens = [layer.part_bytes for _ in t.block_ids for layer in self._layers
-                        for _ in layer.offsets]
-                return self._call(client, kind, keys, addrs, lens)
+            if self._in_place:
+                blocks = torch.tensor(t.block_ids, dtype=torch.int64)
+                addrs = (blocks[:, None] * self._strides + self._bases).flatten().tolist()
+                return self._call(client, kind, keys, addrs, self._region_lens * len(t.block_ids))
             views = [v for b in t.block_ids for layer in self._layers
                      for v in _block_views(layer.kv, layer.layout, b)]
             return self._staged(client, kind, keys, views, len(views) // len(t.block_ids))
