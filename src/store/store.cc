@@ -246,9 +246,7 @@ void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
   if (revoked && blob->owner != 0) {
     // The writer may still be copying into the range: keep it out of reuse until
     // its session ends.
-    std::lock_guard<std::mutex> lock(quarantine_mu_);
-    quarantine_[blob->owner].emplace_back(blob->extent, blob->size);
-    quarantined_bytes_ += blob->extent.size;
+    quarantine_.Hold(blob->owner, {blob->extent, blob->size});
   } else {
     FreeExtent(blob->extent, blob->size);
   }

@@ -66,6 +66,8 @@
 #include "store/io_pool.h"
 #include "store/observer.h"
 #include "store/op_stats.h"
+#include "store/pin_budgets.h"
+#include "store/quarantine.h"
 #include "store/store_types.h"
 #include "tierkv/status.h"
 #include "tierkv/types.h"
@@ -400,18 +402,8 @@ class Store {
 
   std::mutex evict_mu_;  // one evictor at a time
 
-  // Pins by owner (store_pin.cc); taken inside a shard lock, never around one.
-  struct OwnerPins {
-    uint64_t bytes = 0;
-    std::unordered_map<const Blob*, uint32_t> replicas;  // pins per replica
-    std::unordered_set<uint64_t> ids;                    // its pin ids
-  };
-  mutable std::mutex pins_mu_;
-  std::unordered_map<uint64_t, OwnerPins> pin_owners_;
-
-  mutable std::mutex quarantine_mu_;
-  std::unordered_map<uint64_t, std::vector<std::pair<Extent, uint64_t>>> quarantine_;
-  uint64_t quarantined_bytes_ = 0;
+  PinBudgets pin_budgets_;  // pins by owner (store_pin.cc)
+  Quarantine quarantine_;   // ranges of expired grants, until their session ends
 
   std::atomic<uint64_t> evicted_objects_{0};
   std::atomic<uint64_t> evicted_bytes_{0};

@@ -3,8 +3,8 @@
 //
 // A pin is the same guard the SSD writer uses (Blob::pins): eviction, demotion
 // and reuse skip a pinned replica, and a removed one stays allocated as a
-// zombie until its last pin goes. The owner table (pins_mu_) counts each
-// replica once per owner however often it is pinned.
+// zombie until its last pin goes. PinBudgets counts each replica once per
+// owner however often it is pinned.
 #include "store/store_internal.h"
 
 namespace tierkv {
@@ -26,27 +26,13 @@ Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t gener
                         ")");
       }
       if (Blob* blob = e.current.get()) {
-        {
-          std::lock_guard<std::mutex> plock(pins_mu_);
-          OwnerPins& op = pin_owners_[owner];
-          uint32_t& refs = op.replicas[blob];
-          if (refs == 0) {
-            if (budget_bytes != 0 && op.bytes + blob->extent.size > budget_bytes) {
-              op.replicas.erase(blob);
-              if (op.ids.empty()) pin_owners_.erase(owner);
-              return Status(Code::kNoSpace, "the pin budget of this owner is spent (" +
-                                                std::to_string(budget_bytes) + " bytes)");
-            }
-            op.bytes += blob->extent.size;
-          }
-          ++refs;
-          const uint64_t id = NextId(shard);
-          op.ids.insert(id);
-          shard.pins.emplace(id, std::make_pair(blob, owner));
-          ++blob->pins;
-          return PinGrant{id, dram_->base() + blob->extent.offset, blob->size, e.generation,
-                          &blob->digests};
-        }
+        Result<uint64_t> id = pin_budgets_.Add(owner, blob, blob->extent.size, budget_bytes,
+                                               [&] { return NextId(shard); });
+        if (!id.ok()) return id.status();
+        shard.pins.emplace(*id, std::make_pair(blob, owner));
+        ++blob->pins;
+        return PinGrant{*id, dram_->base() + blob->extent.offset, blob->size, e.generation,
+                        &blob->digests};
       }
     }
     // Only on SSD.
@@ -63,38 +49,17 @@ Status Store::Unpin(uint64_t owner, uint64_t pin_id) {
   if (it == shard.pins.end() || it->second.second != owner) return NotFound("unknown pin id");
   Blob* blob = it->second.first;
   shard.pins.erase(it);
-  {
-    std::lock_guard<std::mutex> plock(pins_mu_);
-    OwnerPins& op = pin_owners_[owner];
-    op.ids.erase(pin_id);
-    auto r = op.replicas.find(blob);
-    if (r != op.replicas.end() && --r->second == 0) {
-      op.bytes -= blob->extent.size;
-      op.replicas.erase(r);
-    }
-    if (op.ids.empty()) pin_owners_.erase(owner);
-  }
+  pin_budgets_.Remove(owner, blob, blob->extent.size, pin_id);
   UnpinLocked(shard, blob);  // frees a removed replica once nothing holds it
   return Status::Ok();
 }
 
 size_t Store::ReleasePins(uint64_t owner) {
-  std::vector<uint64_t> ids;
-  {
-    std::lock_guard<std::mutex> plock(pins_mu_);
-    auto it = pin_owners_.find(owner);
-    if (it == pin_owners_.end()) return 0;
-    ids.assign(it->second.ids.begin(), it->second.ids.end());
-  }
   size_t n = 0;
-  for (uint64_t id : ids) n += Unpin(owner, id).ok() ? 1 : 0;
+  for (uint64_t id : pin_budgets_.Ids(owner)) n += Unpin(owner, id).ok() ? 1 : 0;
   return n;
 }
 
-uint64_t Store::PinnedBytes(uint64_t owner) const {
-  std::lock_guard<std::mutex> plock(pins_mu_);
-  auto it = pin_owners_.find(owner);
-  return it == pin_owners_.end() ? 0 : it->second.bytes;
-}
+uint64_t Store::PinnedBytes(uint64_t owner) const { return pin_budgets_.Bytes(owner); }
 
 }  // namespace tierkv

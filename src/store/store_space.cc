@@ -223,16 +223,9 @@ size_t Store::RunMaintenance() {
 }
 
 void Store::EndSession(uint64_t session) {
-  std::vector<std::pair<Extent, uint64_t>> ranges;
-  {
-    std::lock_guard<std::mutex> lock(quarantine_mu_);
-    auto it = quarantine_.find(session);
-    if (it == quarantine_.end()) return;
-    ranges = std::move(it->second);
-    quarantine_.erase(it);
-    for (const auto& r : ranges) quarantined_bytes_ -= r.first.size;
+  for (const auto& [extent, requested] : quarantine_.Release(session)) {
+    FreeExtent(extent, requested);
   }
-  for (const auto& [extent, requested] : ranges) FreeExtent(extent, requested);
 }
 
 void Store::Start() {

@@ -104,10 +104,7 @@ StoreStats Store::Stats() const {
     s.zombie_bytes += shard_ptr->zombie_bytes;
     s.tier.ssd_objects += shard_ptr->ssd_objects;
   }
-  {
-    std::lock_guard<std::mutex> lock(quarantine_mu_);
-    s.quarantined_bytes = quarantined_bytes_;
-  }
+  s.quarantined_bytes = quarantine_.bytes();
   s.evicted_objects = evicted_objects_.load(std::memory_order_relaxed);
   s.evicted_bytes = evicted_bytes_.load(std::memory_order_relaxed);
   s.eviction_rounds = eviction_rounds_.load(std::memory_order_relaxed);
