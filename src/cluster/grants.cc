@@ -122,7 +122,7 @@ Result<std::vector<GrantAnswer>> GrantTable::Authorize(
                                   " items per authorization"));
   }
   for (const GrantRequestItem& it : items) {
-    if (Status st = store_->ValidateRef({it.tenant, it.key}); !st.ok()) return refuse(st);
+    if (Status st = store_->rules().Ref({it.tenant, it.key}); !st.ok()) return refuse(st);
   }
   std::shared_ptr<Grant> grant;
   size_t held_before = 0;

@@ -409,7 +409,7 @@ void RestServer::MemoryRoutes() {
   http_->Post("/memory/evict", [this, store](const httplib::Request& req, httplib::Response& res) {
     ChunkRequest c;
     if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
-    if (Status st = store->ValidateTenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
+    if (Status st = store->rules().Tenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
     // What is there now is what will be evicted; the work itself runs behind.
     const size_t n = store->CountReadable(c.tenant, c.keys);
     if (c.has_locations) {
@@ -430,7 +430,7 @@ void RestServer::MemoryRoutes() {
   http_->Post("/memory/prefetch", [store](const httplib::Request& req, httplib::Response& res) {
     ChunkRequest c;
     if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
-    if (Status st = store->ValidateTenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
+    if (Status st = store->rules().Tenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
     // Rewarms of the keys held only on SSD run in the background; num_chunks
     // counts those scheduled (keys already in DRAM or missing need none).
     Json j;

@@ -19,8 +19,6 @@
 namespace tierkv {
 namespace {
 
-constexpr uint32_t kMaxTenantBytes = 128;
-
 int64_t MsToNs(int64_t ms) { return ms * 1'000'000; }
 
 uint64_t RandomSeed() {
@@ -86,49 +84,6 @@ Store::~Store() {
 }
 
 void Store::AddObserver(ReplicaObserver* observer) { observers_.push_back(observer); }
-
-Status Store::ValidateTenant(std::string_view tenant) const {
-  if (tenant.empty()) return InvalidArgument("tenant must not be empty");
-  if (tenant.size() > kMaxTenantBytes) {
-    return Status(Code::kTooLarge, "tenant is " + std::to_string(tenant.size()) +
-                                       " bytes; the limit is " + std::to_string(kMaxTenantBytes));
-  }
-  if (tenant.find('\0') != std::string_view::npos) {
-    return InvalidArgument("tenant must not contain NUL bytes");
-  }
-  return Status::Ok();
-}
-
-Status Store::ValidateKey(std::string_view key) const {
-  if (key.empty()) return InvalidArgument("key must not be empty");
-  if (key.size() > options_.max_key_bytes) {
-    return Status(Code::kTooLarge, "key is " + std::to_string(key.size()) +
-                                       " bytes; the limit (max-key-bytes) is " +
-                                       std::to_string(options_.max_key_bytes));
-  }
-  return Status::Ok();
-}
-
-Status Store::ValidateRef(const ObjectRef& ref) const {
-  Status st = ValidateTenant(ref.tenant);
-  return st.ok() ? ValidateKey(ref.key) : st;
-}
-
-Status Store::ValidatePut(std::string_view key, uint64_t size, const PutOptions& options) const {
-  if (Status st = ValidateKey(key); !st.ok()) return st;
-  if (size == 0) return InvalidArgument("size must be at least 1 byte");
-  if (size > options_.max_object_bytes) {
-    return Status(Code::kTooLarge, "value is " + std::to_string(size) +
-                                       " bytes; the limit (max-object-bytes) is " +
-                                       std::to_string(options_.max_object_bytes));
-  }
-  if (options.group_id.size() > options_.max_group_bytes) {
-    return Status(Code::kTooLarge, "group_id is " + std::to_string(options.group_id.size()) +
-                                       " bytes; the limit (max-group-bytes) is " +
-                                       std::to_string(options_.max_group_bytes));
-  }
-  return Status::Ok();
-}
 
 uint32_t Store::ShardIndex(std::string_view composite) const {
   return static_cast<uint32_t>(XXH3_64bits(composite.data(), composite.size()) &
@@ -302,8 +257,8 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
     op_stats_.Record(Op::kAlloc, r.code(), caller.rank);
     return r;
   };
-  Status st = ValidateTenant(ref.tenant);
-  if (st.ok()) st = ValidatePut(ref.key, size, options);
+  Status st = rules_.Tenant(ref.tenant);
+  if (st.ok()) st = rules_.Put(ref.key, size, options);
   if (!st.ok()) return finish(st);
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);

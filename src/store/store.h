@@ -64,6 +64,7 @@
 #include "media/ssd_tier.h"
 #include "store/change_feed.h"
 #include "store/io_pool.h"
+#include "store/key_rules.h"
 #include "store/observer.h"
 #include "store/op_stats.h"
 #include "store/pin_budgets.h"
@@ -278,13 +279,8 @@ class Store {
   const StoreOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
 
-  // Validation shared with the protocol edge. INVALID_ARGUMENT / TOO_LARGE.
-  Status ValidateTenant(std::string_view tenant) const;
-  Status ValidateKey(std::string_view key) const;
-  // Tenant, then key.
-  Status ValidateRef(const ObjectRef& ref) const;
-  // Key, size and group_id of a put. INVALID_ARGUMENT / TOO_LARGE.
-  Status ValidatePut(std::string_view key, uint64_t size, const PutOptions& options) const;
+  // What tenants, keys and puts must be (shared with the protocol edge).
+  const KeyRules& rules() const { return rules_; }
 
  private:
   struct Blob;
@@ -392,6 +388,7 @@ class Store {
   void TierWorkerLoop();
 
   const StoreOptions options_;
+  const KeyRules rules_{options_};
   Clock* const clock_;
   std::unique_ptr<DramPool> dram_;
   std::vector<std::unique_ptr<Shard>> shards_;

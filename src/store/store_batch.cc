@@ -140,13 +140,13 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
   out.reserve(items.size());
   // Space is reserved item by item (eviction may run between items), but each
   // item's index checks and installation are as in Alloc.
-  const Status tenant_status = ValidateTenant(tenant);
+  const Status tenant_status = rules_.Tenant(tenant);
   for (const AllocItem& item : items) {
     if (!tenant_status.ok()) {
       out.emplace_back(tenant_status);
       continue;
     }
-    Status st = ValidatePut(item.key, item.size, item.options);
+    Status st = rules_.Put(item.key, item.size, item.options);
     if (!st.ok()) {
       out.emplace_back(st);
       continue;
@@ -210,11 +210,11 @@ std::vector<R> KeyedBatch(Store& store, std::string_view tenant,
                           std::span<const std::string_view> keys,
                           std::vector<std::string>& composites, std::vector<bool>& valid, Fn fn) {
   std::vector<R> out(keys.size(), R(Status::Ok()));
-  const Status tenant_status = store.ValidateTenant(tenant);
+  const Status tenant_status = store.rules().Tenant(tenant);
   composites.resize(keys.size());
   valid.assign(keys.size(), false);
   for (size_t i = 0; i < keys.size(); ++i) {
-    Status st = tenant_status.ok() ? store.ValidateKey(keys[i]) : tenant_status;
+    Status st = tenant_status.ok() ? store.rules().Key(keys[i]) : tenant_status;
     if (!st.ok()) {
       out[i] = R(st);
       continue;

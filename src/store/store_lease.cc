@@ -61,7 +61,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
 }
 
 Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref, ReadHold hold) {
-  Status st = ValidateRef(ref);
+  Status st = rules_.Ref(ref);
   if (!st.ok()) {
     op_stats_.Record(Op::kGet, st.code(), caller.rank);
     return st;

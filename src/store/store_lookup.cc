@@ -37,7 +37,7 @@ Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite
 }
 
 Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateRef(ref);
+  Status st = rules_.Ref(ref);
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
@@ -50,7 +50,7 @@ Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
 }
 
 Result<ObjectInfo> Store::Query(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateRef(ref);
+  Status st = rules_.Ref(ref);
   if (!st.ok()) {
     op_stats_.Record(Op::kQuery, st.code(), caller.rank);
     return st;
@@ -82,7 +82,7 @@ Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
 }
 
 Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
-  Status st = ValidateRef(ref);
+  Status st = rules_.Ref(ref);
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
@@ -97,7 +97,7 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
 }
 
 Status Store::RemoveIfAt(const ObjectRef& ref, uint64_t generation) {
-  if (Status st = ValidateRef(ref); !st.ok()) return st;
+  if (Status st = rules_.Ref(ref); !st.ok()) return st;
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
   Status st;
@@ -164,7 +164,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
 
 Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view tenant,
                                          bool force) {
-  Status st = ValidateTenant(tenant);
+  Status st = rules_.Tenant(tenant);
   if (!st.ok()) {
     op_stats_.Record(Op::kRemoveAll, st.code(), caller.rank);
     return st;
@@ -194,7 +194,7 @@ Result<RemoveAllResult> Store::RemoveAllTenants(const Caller& caller, bool force
 size_t Store::CountReadable(std::string_view tenant, std::span<const std::string> keys) const {
   size_t n = 0;
   for (const std::string& key : keys) {
-    if (!ValidateTenant(tenant).ok() || !ValidateKey(key).ok()) continue;
+    if (!rules_.Tenant(tenant).ok() || !rules_.Key(key).ok()) continue;
     const std::string composite = Composite(tenant, key);
     Shard& shard = *shards_[ShardIndex(composite)];
     std::lock_guard lock(shard.mu);
@@ -208,7 +208,7 @@ size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> ke
   size_t n = 0;
   std::vector<Victim> in_dram;  // demoted together, up to the SSD queue depth
   for (const std::string& key : keys) {
-    if (!ValidateTenant(tenant).ok() || !ValidateKey(key).ok()) continue;
+    if (!rules_.Tenant(tenant).ok() || !rules_.Key(key).ok()) continue;
     const std::string composite = Composite(tenant, key);
     Shard& shard = ShardFor(composite);
     int64_t last_access = 0;
@@ -236,7 +236,7 @@ size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> ke
 
 Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::string_view tenant,
                                                  std::string_view prefix, size_t limit) {
-  Status st = ValidateTenant(tenant);
+  Status st = rules_.Tenant(tenant);
   if (!st.ok()) {
     op_stats_.Record(Op::kGetAllKeys, st.code(), caller.rank);
     return st;

@@ -10,7 +10,7 @@
 namespace tierkv {
 Result<PinGrant> Store::Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
                             uint64_t budget_bytes, bool may_rewarm) {
-  Status st = ValidateRef(ref);
+  Status st = rules_.Ref(ref);
   if (!st.ok()) return st;
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);

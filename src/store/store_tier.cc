@@ -35,7 +35,7 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
   recovery_ = recovery;
   const int64_t now = clock_->NowNanos();
   for (SsdBlob& blob : recovered) {
-    if (!ValidateTenant(blob.header.tenant).ok() || !ValidateKey(blob.header.key).ok()) {
+    if (!rules_.Tenant(blob.header.tenant).ok() || !rules_.Key(blob.header.key).ok()) {
       ++recovery_.corrupt;
       (void)ssd_->Free(blob);
       continue;
@@ -371,10 +371,10 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
 }
 
 size_t Store::Prefetch(std::string_view tenant, std::span<const std::string> keys) {
-  if (!ssd_ || !ValidateTenant(tenant).ok()) return 0;
+  if (!ssd_ || !rules_.Tenant(tenant).ok()) return 0;
   size_t n = 0;
   for (const std::string& key : keys) {
-    if (!ValidateKey(key).ok()) continue;
+    if (!rules_.Key(key).ok()) continue;
     std::string composite = Composite(tenant, key);
     Shard& shard = ShardFor(composite);
     {
