@@ -203,7 +203,7 @@ void RestServer::WorkerLoop() {
 }
 
 std::vector<SegmentInfo> RestServer::Segments() const {
-  const AllocatorStats dram = deps_.store->DramStats();
+  const AllocatorStats dram = deps_.store->pool().Stats();
   const std::string prefix = "rank-" + std::to_string(options_.rank);
   std::vector<SegmentInfo> out = {
       SegmentInfo{prefix + "-dram", Medium::kDram, dram.capacity, dram.allocated}};

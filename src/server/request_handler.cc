@@ -117,7 +117,7 @@ Status RequestHandler::On<Opcode::kHello>(std::string_view body) {
   const ServerOptions& opt = *ctx_.options;
   proto::HelloReply rep;
   rep.server_rank = opt.rank;
-  rep.pool_size = store.pool_capacity();
+  rep.pool_size = store.pool().capacity();
   rep.shm = shm_ ? 1 : 0;
   rep.max_key_bytes = store.options().max_key_bytes;
   rep.max_object_bytes = store.options().max_object_bytes;
@@ -265,7 +265,7 @@ Status RequestHandler::On<Opcode::kPin>(std::string_view body) {
   pins_.fetch_add(1, std::memory_order_relaxed);
   Writer w(reply_);
   proto::EncodeLeaseReply(
-      w, {p->pin_id, static_cast<uint64_t>(p->data - store->pool_base()), p->size, 0, 0});
+      w, {p->pin_id, static_cast<uint64_t>(p->data - store->pool().base()), p->size, 0, 0});
   return Status::Ok();
 }
 

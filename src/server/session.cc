@@ -137,7 +137,7 @@ Status Session::SendReply(const proto::FrameHeader& request, const Status& statu
   const bool hello_with_fd =
       unix_socket_ && status.ok() && request.opcode == static_cast<uint16_t>(Opcode::kHello);
   if (hello_with_fd) {
-    const int fds[] = {store_->pool_fd(), store_->generations_fd()};
+    const int fds[] = {store_->pool().fd(), store_->pool().generations_fd()};
     return proto::WriteWithFds(fd_, reply_.data(), reply_.size(),
                                std::span<const int>(fds, handler_.send_generations() ? 2 : 1));
   }

@@ -262,17 +262,11 @@ class Store {
 
   StoreStats Stats() const;
   const OpStats& op_stats() const { return op_stats_; }
-  // The DRAM pool's descriptor and size, for clients that map it (the Unix
-  // socket's handshake), and its allocator figures.
-  int pool_fd() const { return dram_->fd(); }
-  // The pool's generation table (DramPool), for reads without a lease.
-  int generations_fd() const { return dram_->generations_fd(); }
-  uint64_t pool_capacity() const { return dram_->capacity(); }
-  // The pool's first byte in this process: grants' `data` minus this is their
-  // offset in the shared pool.
-  const uint8_t* pool_base() const { return dram_->base(); }
-  uint64_t pool_huge_page_bytes() const { return dram_->huge_page_bytes(); }
-  AllocatorStats DramStats() const { return dram_->Stats(); }
+  // The DRAM pool, read-only: its descriptor and generation table for
+  // clients that map it (the Unix socket's handshake), its size, its first
+  // byte in this process (grants' `data` minus base() is their offset in the
+  // shared pool) and its allocator figures.
+  const DramPool& pool() const { return *dram_; }
   // The pool itself: for the store's own tests only (everyone else goes
   // through grants, leases and pins).
   DramPool& dram() { return *dram_; }

@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
   if (Status st = m.Start(); !st.ok()) return Fail(st);
 
   spdlog::info("tierkv-server ready: node {}, rank {}, DRAM pool {} ({} in huge pages)",
-               config->node_id, m.config().server.rank, FormatByteSize(m.store().pool_capacity()),
-               FormatByteSize(m.store().pool_huge_page_bytes()));
+               config->node_id, m.config().server.rank, FormatByteSize(m.store().pool().capacity()),
+               FormatByteSize(m.store().pool().huge_page_bytes()));
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
   } else if (m.store().has_ssd()) {
