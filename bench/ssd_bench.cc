@@ -187,7 +187,7 @@ class StoreRig {
 
   // Demotes keys [begin, end); returns how many moved.
   uint64_t Flush(size_t begin, size_t end) {
-    return store_->EvictKeys("default", {keys_.begin() + begin, keys_.begin() + end});
+    return store_->admin().EvictKeys("default", {keys_.begin() + begin, keys_.begin() + end});
   }
   // Leases (rewarming) and releases keys [begin, end); returns how many came back.
   uint64_t Rewarm(size_t begin, size_t end) {

@@ -137,8 +137,8 @@ void SnapshotUnderPuts(uint64_t objects, std::vector<Ratio>* ratios) {
   uint64_t records = 0;
   const uint64_t p1 = puts.load();
   const double t1 = NowSeconds();
-  const uint64_t watermark =
-      st->Snapshot(1024, [&](std::span<const SnapshotRecord> page) { records += page.size(); });
+  const uint64_t watermark = st->admin().Snapshot(
+      1024, [&](std::span<const SnapshotRecord> page) { records += page.size(); });
   const double secs = NowSeconds() - t1;
   const double during_rate = (puts.load() - p1) / secs;
   stop = true;

@@ -71,7 +71,7 @@ void CopyTracker::Remove(const std::vector<Victim>& victims, std::atomic<uint64_
   for (const Victim& v : victims) {
     // NOT_FOUND: it went meanwhile, or a local put replaced it; either way
     // the fetched value is no longer served.
-    if (store_->RemoveIfAt({v.tenant, v.key}, v.local_generation).ok()) {
+    if (store_->admin().RemoveIfAt({v.tenant, v.key}, v.local_generation).ok()) {
       counter.fetch_add(1, std::memory_order_relaxed);
     }
   }

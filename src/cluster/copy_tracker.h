@@ -7,7 +7,7 @@
 // runtime UUID), the owner's generation of the value, and the owner's change
 // sequence read after the value was pinned for the READ. Whenever the view of
 // that owner changes, the copy is judged against it and dropped here
-// (Store::RemoveIfAt, only while it is still the value fetched) once the view
+// (StoreAdmin::RemoveIfAt, only while it is still the value fetched) once the view
 // shows the owner's value replaced or removed:
 // - a complete view that holds a newer generation of the key, or, when it
 //   has reached the copy's sequence, no longer the same one (another value,

@@ -145,7 +145,7 @@ TEST_F(CopyTrackerTest, AStaleCopyKeptForItsCallerIsNeitherTrackedNorRemoved) {
   EXPECT_TRUE(Held("k"));
   EXPECT_EQ(tracker_->Stats().tracked, 0u);
   EXPECT_EQ(tracker_->Stats().dropped_stale, 1u);
-  EXPECT_TRUE(store_->RemoveIfAt({"t", "k"}, local).ok());
+  EXPECT_TRUE(store_->admin().RemoveIfAt({"t", "k"}, local).ok());
 }
 
 // Without a complete view (a stream that ended cleanly and starts again), a

@@ -48,7 +48,7 @@ Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint3
   // The value held here stays pinned while the source's is read, so the two
   // compared are the ones named; another size differs without a READ (and
   // bounds what a READ may take to a value this manager holds).
-  Result<PinGrant> pin = store_->Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
+  Result<PinGrant> pin = store_->pins().Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
   if (pin.status().code() == Code::kNotFound) {
     *not_held = true;
     return Status::Ok();
@@ -60,7 +60,7 @@ Status RemoteFetcher::CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint3
   struct Unpin {
     Store* store;
     uint64_t id;
-    ~Unpin() { (void)store->Unpin(kCompareSession, id); }
+    ~Unpin() { (void)store->pins().Unpin(kCompareSession, id); }
   } unpin{store_, pin->pin_id};
   const std::string differs =
       "this manager holds another value of the key than " + peer.node + "; neither is replaced";

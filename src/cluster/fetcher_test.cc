@@ -36,10 +36,10 @@ uint64_t Put(Store& s, const std::string& key, const std::string& value) {
   EXPECT_TRUE(g.ok());
   std::memcpy(g->data, value.data(), value.size());
   EXPECT_TRUE(s.Commit(c, g->alloc_id).ok());
-  Result<PinGrant> p = s.Pin(7, {"t", key}, 0, 0);
+  Result<PinGrant> p = s.pins().Pin(7, {"t", key}, 0, 0);
   EXPECT_TRUE(p.ok());
   const uint64_t gen = p->generation;
-  (void)s.Unpin(7, p->pin_id);
+  (void)s.pins().Unpin(7, p->pin_id);
   return gen;
 }
 
@@ -153,11 +153,11 @@ TEST_P(FetcherTest, AFetchStoresTheOwnersBytesLocally) {
   }
   // The checksum verified on the way in is kept with the local value, so a
   // READ of it from here is answered without hashing it again.
-  Result<PinGrant> pin = local_->Pin(77, {"t", "k"}, 0, 0);
+  Result<PinGrant> pin = local_->pins().Pin(77, {"t", "k"}, 0, 0);
   ASSERT_TRUE(pin.ok());
   ASSERT_NE(pin->digests, nullptr);
   EXPECT_EQ(pin->digests->Find(0, 13, 13), ValueChecksum("owner's bytes", 13));
-  (void)local_->Unpin(77, pin->pin_id);
+  (void)local_->pins().Unpin(77, pin->pin_id);
   Status none = FetchOne("nowhere");
   EXPECT_EQ(none.code(), Code::kNotFound);
   EXPECT_NE(none.message().find("not held by any other manager"), std::string::npos);
@@ -193,7 +193,7 @@ TEST_P(FetcherTest, AStaleEntryIsAskedOfTheSameOwnerAgainOnceTheIndexHasTheNewVa
   const RemoteReadStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
-  EXPECT_EQ(local_->Stats().pending_allocs, 0u);
+  EXPECT_EQ(local_->admin().Stats().pending_allocs, 0u);
   if (GetParam()) {
     // The READ behind the refused authorization was refused (nothing read)
     // and its allocation dropped; the second try, for any generation, reads
@@ -216,7 +216,7 @@ TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsAskedOfItsOwnerForItsValueNow
   const RemoteReadStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
-  EXPECT_EQ(local_->Stats().pending_allocs, 0u);
+  EXPECT_EQ(local_->admin().Stats().pending_allocs, 0u);
 }
 
 // Removed on the owner, still in the index: one more try for whatever the
@@ -230,8 +230,8 @@ TEST_P(FetcherTest, AKeyRemovedOnItsOwnerThatTheIndexStillHoldsIsABoundedMiss) {
   EXPECT_NE(st.message().find("refused"), std::string::npos) << st.ToString();
   EXPECT_EQ(fetcher_->Stats().stale_retries, 1u);
   EXPECT_EQ(Local("k"), "");
-  EXPECT_EQ(local_->Stats().pending_allocs, 0u);
-  EXPECT_EQ(local_->Stats().objects, 0u);
+  EXPECT_EQ(local_->admin().Stats().pending_allocs, 0u);
+  EXPECT_EQ(local_->admin().Stats().objects, 0u);
 }
 
 // An owner whose data channel does not authorize (NOT_SUPPORTED) is asked

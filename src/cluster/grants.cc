@@ -13,7 +13,7 @@ struct GrantTable::Grant {
   Grant(GrantTable* t, std::string u, uint64_t tk, uint64_t owner)
       : table(t), uuid(std::move(u)), ticket(tk), pin_owner(owner) {}
   ~Grant() {
-    table->store_->ReleasePins(pin_owner);
+    table->store_->pins().ReleaseAll(pin_owner);
     table->Ended(uuid, charged);
   }
   GrantTable* const table;
@@ -72,18 +72,18 @@ bool GrantTable::PinItems(Grant& grant, std::span<const GrantRequestItem> items,
   for (size_t i = 0; i < items.size(); ++i) {
     if (retry && answers[i].status.code() != Code::kNoSpace) continue;
     const GrantRequestItem& it = items[i];
-    const uint64_t before = store_->PinnedBytes(grant.pin_owner);
+    const uint64_t before = store_->pins().Bytes(grant.pin_owner);
     Result<PinGrant> pin =
-        store_->Pin(grant.pin_owner, {it.tenant, it.key}, it.generation, 0, may_rewarm);
+        store_->pins().Pin(grant.pin_owner, {it.tenant, it.key}, it.generation, 0, may_rewarm);
     if (!pin.ok()) {
       answers[i].status = pin.status();
       if (!may_rewarm && pin.status().code() == Code::kRetry) return budget_hit;  // needs the disk
       continue;
     }
-    const uint64_t delta = store_->PinnedBytes(grant.pin_owner) - before;
+    const uint64_t delta = store_->pins().Bytes(grant.pin_owner) - before;
     if (reserved_.fetch_add(delta) + delta > options_.budget_bytes) {
       reserved_.fetch_sub(delta);
-      (void)store_->Unpin(grant.pin_owner, pin->pin_id);
+      (void)store_->pins().Unpin(grant.pin_owner, pin->pin_id);
       answers[i].status =
           Status(Code::kNoSpace, "the owner's transfer budget (" +
                                      std::to_string(options_.budget_bytes) + " bytes) is spent");

@@ -85,10 +85,10 @@ class GrantsTest : public ::testing::Test {
     EXPECT_TRUE(g.ok()) << g.status().ToString();
     std::memset(g->data, fill, size);
     EXPECT_TRUE(store_->Commit(c, g->alloc_id).ok());
-    Result<PinGrant> peek = store_->Pin(99, {"t", key}, 0, 0);
+    Result<PinGrant> peek = store_->pins().Pin(99, {"t", key}, 0, 0);
     EXPECT_TRUE(peek.ok());
     const uint64_t gen = peek->generation;
-    EXPECT_TRUE(store_->Unpin(99, peek->pin_id).ok());
+    EXPECT_TRUE(store_->pins().Unpin(99, peek->pin_id).ok());
     return gen;
   }
 
@@ -380,7 +380,7 @@ TEST_F(GrantsTest, AnAuthorizationThatMayNotWaitGivesWayAndLeavesNothingBehind) 
   AttachSsd(16 * kMiB);
   const uint64_t hot = Put("hot", kMiB, 'h');
   const uint64_t cold = Put("cold", kMiB, 'c');
-  ASSERT_EQ(store_->EvictKeys("t", std::vector<std::string>{"cold"}), 1u);
+  ASSERT_EQ(store_->admin().EvictKeys("t", std::vector<std::string>{"cold"}), 1u);
   const GrantStats before = t.Stats();
   auto gave_way = Ask(1, {{"t", "hot", hot}, {"t", "cold", cold}}, "req-1", false);
   EXPECT_EQ(gave_way.status().code(), Code::kRetry) << gave_way.status().ToString();
@@ -421,7 +421,7 @@ TEST_F(GrantsTest, AnAuthorizationThatMayNotWaitGivesWayAndLeavesNothingBehind) 
   EXPECT_TRUE(t.Release("req-1", 1));
   EXPECT_TRUE(t.Release("req-1", 2));
   EXPECT_EQ(t.Stats().reserved_bytes, 0u);
-  EXPECT_EQ(store_->EvictKeys("t", std::vector<std::string>{"hot", "cold", "big"}), 3u);
+  EXPECT_EQ(store_->admin().EvictKeys("t", std::vector<std::string>{"hot", "cold", "big"}), 3u);
 }
 
 // Over the data channel: an item held only on SSD is decided on the blocking
@@ -431,7 +431,7 @@ TEST_F(GrantsTest, TheDataChannelDecidesOnlyWhatMustWaitOffItsEventLoop) {
   AttachSsd(16 * kMiB);
   const uint64_t hot = Put("hot", 5000, 'h');
   const uint64_t cold = Put("cold", 6000, 'c');
-  ASSERT_EQ(store_->EvictKeys("t", std::vector<std::string>{"cold"}), 1u);
+  ASSERT_EQ(store_->admin().EvictKeys("t", std::vector<std::string>{"cold"}), 1u);
   DataChannelGrants grants(&t);
   Channel ch = Serve(grants);
   ASSERT_TRUE(ch.client);

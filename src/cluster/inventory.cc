@@ -192,7 +192,7 @@ void Inventory::Serve(ServeContext& c) {
     page_bytes = 0;
   };
   const uint64_t watermark =
-      store_->Snapshot(options_.page_records, [&](std::span<const SnapshotRecord> part) {
+      store_->admin().Snapshot(options_.page_records, [&](std::span<const SnapshotRecord> part) {
         for (const SnapshotRecord& r : part) {
           if (!alive || !scope.Admits(r.name_space)) continue;
           peer::InventoryRecord* out = page.mutable_page()->add_records();

@@ -1,7 +1,7 @@
 // Inventory: this manager's side of the peer inventory streams.
 //
 // Owner side: every peer opens one stream (peer.proto, Peer/Inventory) and
-// gets a bounded snapshot of this manager's store (Store::Snapshot: ordered
+// gets a bounded snapshot of this manager's store (StoreAdmin::Snapshot: ordered
 // pages, then the page count, record count, transcript digest and watermark),
 // then contiguous delta batches read from the store's change journal. A
 // requester that falls behind the journal gets a reset frame and re-opens (a

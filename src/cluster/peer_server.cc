@@ -101,7 +101,7 @@ class PeerService final : public tierkv::peer::Peer::Service {
     bool alive = true;
     // A page of the snapshot at a time (written without a store lock held);
     // the coordinator lists each object of a whole node once.
-    store_->Snapshot(kDrainListPage, [&](std::span<const SnapshotRecord> page) {
+    store_->admin().Snapshot(kDrainListPage, [&](std::span<const SnapshotRecord> page) {
       peer::DrainListResponse out;
       size_t bytes = 0;
       for (const SnapshotRecord& r : page) {
@@ -173,12 +173,12 @@ class PeerService final : public tierkv::peer::Peer::Service {
     for (const peer::GrantItem& g : req->items()) {
       const ObjectRef ref{req->tenant(), g.key()};
       // Removed only while it is still the value that was moved.
-      Result<PinGrant> pin = store_->Pin(kDropPins, ref, g.generation(), 0);
+      Result<PinGrant> pin = store_->pins().Pin(kDropPins, ref, g.generation(), 0);
       if (!pin.ok()) {
         AddResult(out, pin.status(), pin.status().code() == Code::kNotFound);  // removed, replaced
         continue;
       }
-      (void)store_->Unpin(kDropPins, pin->pin_id);
+      (void)store_->pins().Unpin(kDropPins, pin->pin_id);
       AddResult(out, store_->Remove(Caller(0, 0), ref));
     }
     return grpc::Status::OK;

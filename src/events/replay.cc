@@ -114,7 +114,7 @@ void ReplayServer::Run() {
           continue;
         }
         // The event-id watermark W is read before the store's snapshot reads its
-        // own watermark S (the snapshot is Store::Snapshot, through
+        // own watermark S (the snapshot is StoreAdmin::Snapshot, through
         // ForEachReadable): a change after S gets its event id after W, so
         // events >= W cover everything the pages leave out (no gap); a change
         // between the two reads may come both ways, a repeat the guide

@@ -263,7 +263,7 @@ void RestServer::KeyRoutes() {
     // when their readers release them.
     Result<RemoveAllResult> r = req.has_param("tenant")
                                     ? store->RemoveAll(rest, TenantParam(req), /*force=*/true)
-                                    : store->RemoveAllTenants(rest, /*force=*/true);
+                                    : store->admin().RemoveAllTenants(rest, /*force=*/true);
     if (!r.ok()) return SendError(res, r.status().ToString());
     Json j;
     j["success"] = true;
@@ -411,10 +411,10 @@ void RestServer::MemoryRoutes() {
     if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
     if (Status st = store->rules().Tenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
     // What is there now is what will be evicted; the work itself runs behind.
-    const size_t n = store->CountReadable(c.tenant, c.keys);
+    const size_t n = store->admin().CountReadable(c.tenant, c.keys);
     if (c.has_locations) {
       // One tier down: DRAM -> SSD, SSD -> gone (DRAM -> gone without SSD).
-      Enqueue([store, c] { store->EvictKeys(c.tenant, c.keys); });
+      Enqueue([store, c] { store->admin().EvictKeys(c.tenant, c.keys); });
     } else {
       Enqueue([store, c, rank = options_.rank] {
         std::vector<std::string_view> views(c.keys.begin(), c.keys.end());
@@ -436,7 +436,7 @@ void RestServer::MemoryRoutes() {
     Json j;
     j["status"] = "prefetch_started";
     j["lookup_id"] = c.lookup_id;
-    j["num_chunks"] = store->Prefetch(c.tenant, c.keys);
+    j["num_chunks"] = store->admin().Prefetch(c.tenant, c.keys);
     SendJson(res, j);
   });
 }

@@ -208,7 +208,7 @@ std::vector<SegmentInfo> RestServer::Segments() const {
   std::vector<SegmentInfo> out = {
       SegmentInfo{prefix + "-dram", Medium::kDram, dram.capacity, dram.allocated}};
   if (deps_.store->has_ssd()) {
-    const AllocatorStats ssd = deps_.store->Stats().tier.ssd;
+    const AllocatorStats ssd = deps_.store->admin().Stats().tier.ssd;
     out.push_back(SegmentInfo{prefix + "-ssd", Medium::kSsd, ssd.capacity, ssd.allocated});
   }
   return out;
@@ -223,7 +223,7 @@ nlohmann::ordered_json RestServer::TierHealth() const {
     t["ssd"] = "unavailable";
     t["ssd_error"] = options_.ssd_error;
   } else {
-    t["ssd"] = deps_.store->Stats().tier.writes_paused ? "paused" : "ok";
+    t["ssd"] = deps_.store->admin().Stats().tier.writes_paused ? "paused" : "ok";
   }
   return t;
 }
@@ -237,11 +237,11 @@ MetricsSnapshot RestServer::Snapshot() const {
     s.medium_total[static_cast<int>(seg.medium)] += seg.total_bytes;
     s.medium_used[static_cast<int>(seg.medium)] += seg.used_bytes;
   }
-  s.ops = &deps_.store->op_stats();
+  s.ops = &deps_.store->admin().op_stats();
   for (uint32_t r = 0; r < OpStats::kMaxRanks; ++r) {
     if (s.ops->RankSeen(r)) s.ranks.push_back(r);
   }
-  s.store = deps_.store->Stats();
+  s.store = deps_.store->admin().Stats();
   s.ssd_configured = options_.ssd_configured;
   s.ssd_error = options_.ssd_error;
   const TierStats& t = s.store.tier;

@@ -144,13 +144,14 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     auto calls = std::make_shared<std::atomic<uint64_t>>(0);
     (*pool)->SetAllocationFaultHook([every, calls](uint64_t) { return ++*calls % every == 0; });
   }
-  Result<std::unique_ptr<Store>> store = Store::Create(cfg.store, std::move(*pool));
-  if (!store.ok()) return store.status();
-  m->store_ = std::move(*store);
+  StoreOptions store_options = cfg.store;
   if (const uint32_t every = cfg.inject_commit_failures; every > 0) {
     auto calls = std::make_shared<std::atomic<uint64_t>>(0);
-    m->store_->SetCommitFaultHook([every, calls] { return ++*calls % every == 0; });
+    store_options.commit_fault_hook = [every, calls] { return ++*calls % every == 0; };
   }
+  Result<std::unique_ptr<Store>> store = Store::Create(store_options, std::move(*pool));
+  if (!store.ok()) return store.status();
+  m->store_ = std::move(*store);
   if (m->membership_) {
     // Copies fetched from other managers follow their owners' views; the
     // tracker observes the store from the start (before the SSD tier).
@@ -161,8 +162,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   if (cfg.kv_events) {
     Store* s = m->store_.get();
     m->publisher_ = std::make_unique<events::KvEventPublisher>(
-        cfg.events,
-        [s](const std::function<void(const ReplicaEvent&)>& fn) { s->ForEachReadable(fn); });
+        cfg.events, [s](const std::function<void(const ReplicaEvent&)>& fn) {
+          s->admin().ForEachReadable(fn);
+        });
     m->store_->AddObserver(m->publisher_.get());
   }
   if (!cfg.ssd.dir.empty()) {

@@ -39,7 +39,7 @@ class RemoteCatalog {
   // local now; NOT_FOUND with the reason otherwise. `superseded` (one per
   // key) gets, for a value its owner replaced while it was fetched, the
   // local generation of that copy (else 0): it is the caller's to read once
-  // and then remove (Store::RemoveIfAt), so that no later get is served it.
+  // and then remove (StoreAdmin::RemoveIfAt), so that no later get is served it.
   virtual std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
                                     std::string_view name_space,
                                     std::vector<uint64_t>* superseded) const = 0;

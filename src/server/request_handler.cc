@@ -23,7 +23,7 @@ RequestHandler::~RequestHandler() {
   Store* store = ctx_.store;
   for (uint64_t id : allocs_) (void)store->Abort(caller_, id);
   for (uint64_t id : leases_) (void)store->Release(caller_, id);
-  if (pins_.load(std::memory_order_relaxed) != 0) store->ReleasePins(caller_.session);
+  if (pins_.load(std::memory_order_relaxed) != 0) store->pins().ReleaseAll(caller_.session);
   store->EndSession(caller_.session);
   ctx_.client_metrics->EndSession(caller_.session);
 }
@@ -163,7 +163,7 @@ Status RequestHandler::IdCall(Opcode op, std::string_view body) {
       allocs_.erase(req.id);
       return store->Abort(caller_, req.id);
     case Opcode::kUnpin: {
-      Status st = store->Unpin(caller_.session, req.id);
+      Status st = store->pins().Unpin(caller_.session, req.id);
       if (st.ok()) pins_.fetch_sub(1, std::memory_order_relaxed);
       return st;
     }
@@ -258,8 +258,8 @@ Status RequestHandler::On<Opcode::kPin>(std::string_view body) {
   Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key, ReadHold::kLease);
   if (!g.ok()) return g.status();
   Store* store = ctx_.store;
-  Result<PinGrant> p = store->Pin(caller_.session, {req.tenant, req.key}, 0, budget,
-                                  /*may_rewarm=*/false);
+  Result<PinGrant> p = store->pins().Pin(caller_.session, {req.tenant, req.key}, 0, budget,
+                                         /*may_rewarm=*/false);
   (void)store->Release(caller_, g->lease_id);
   if (!p.ok()) return p.status();
   pins_.fetch_add(1, std::memory_order_relaxed);

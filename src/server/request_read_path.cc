@@ -21,7 +21,7 @@ Result<LeaseGrant> RequestHandler::LeaseOrFetch(std::string_view tenant, std::st
     if (!fetched.ok()) return fetched;
     // A lease: a superseded copy is read under it, never served again.
     g = store->Lease(caller_, {tenant, key}, superseded[0] != 0 ? ReadHold::kLease : hold);
-    if (superseded[0] != 0) (void)store->RemoveIfAt({tenant, key}, superseded[0]);
+    if (superseded[0] != 0) (void)store->admin().RemoveIfAt({tenant, key}, superseded[0]);
     if (g.ok() || g.status().code() != Code::kNotFound) break;
   }
   return g;
@@ -56,7 +56,7 @@ std::vector<Result<LeaseGrant>> RequestHandler::BatchLeaseOrFetch(
       }
       const ObjectRef ref{tenant, missed_keys[j]};
       grants[missed[j]] = store->Lease(caller_, ref, superseded[j] != 0 ? ReadHold::kLease : hold);
-      if (superseded[j] != 0) (void)store->RemoveIfAt(ref, superseded[j]);
+      if (superseded[j] != 0) (void)store->admin().RemoveIfAt(ref, superseded[j]);
       if (!grants[missed[j]].ok() && grants[missed[j]].status().code() == Code::kNotFound) {
         again.push_back(missed[j]);
         again_keys.push_back(missed_keys[j]);

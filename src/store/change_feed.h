@@ -6,7 +6,7 @@
 // transition visible (the object's shard lock; all of them for a clear). With a
 // journal (journal_bytes > 0) the most recent changes are kept in order, up to
 // that many bytes; a reader that asks for changes the journal no longer holds is
-// told so (FeedRead::behind) and must take a new snapshot (Store::Snapshot).
+// told so (FeedRead::behind) and must take a new snapshot (StoreAdmin::Snapshot).
 //
 // An upsert announces the old value's removal (cause kReplaced) and then the
 // new value's store, under one shard lock. stable_sequence() is the newest

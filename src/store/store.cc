@@ -1,8 +1,8 @@
 // Store: construction, validation, ids, announcements (the change feed's one
 // entry point), the replica helpers and the two-phase put. The rest of the
 // store is split by responsibility: reads and leases (store_lease.cc), lookups
-// and removal (store_lookup.cc), snapshots and figures (store_view.cc), pins
-// (store_pin.cc), batches (store_batch.cc), space and eviction
+// and removal (store_lookup.cc), the operator's side door (store_admin.cc),
+// snapshots and figures (store_view.cc), pins (store_pin.cc), batches (store_batch.cc), space and eviction
 // (store_space.cc), the SSD tier (store_tier.cc), the feed (change_feed.cc).
 #include "store/store.h"
 
@@ -287,7 +287,7 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
   Map::value_type& kv = *pit->second;
   Entry& e = kv.second;
   const int64_t now = clock_->NowNanos();
-  const bool injected = commit_fault_hook_ && commit_fault_hook_();
+  const bool injected = options_.commit_fault_hook && options_.commit_fault_hook();
   if (now > e.pending->alloc_deadline || injected) {
     DropPendingLocked(shard, shard.map.find(kv.first), /*revoked=*/true);
     return Status(Code::kLeaseExpired, std::string("the write grant expired before commit (") +

@@ -69,6 +69,7 @@
 #include "store/op_stats.h"
 #include "store/pin_budgets.h"
 #include "store/quarantine.h"
+#include "store/store_admin.h"
 #include "store/store_types.h"
 #include "tierkv/status.h"
 #include "tierkv/types.h"
@@ -87,10 +88,6 @@ class Store {
   // Registers an observer (not owned; must outlive the store). Call before any
   // other thread uses the store.
   void AddObserver(ReplicaObserver* observer);
-  // Test seam: when set, a commit for which the hook returns true is refused
-  // as if its write grant had expired (the grant is revoked). Set before
-  // concurrent use; the hook runs under a shard lock.
-  void SetCommitFaultHook(std::function<bool()> hook) { commit_fault_hook_ = std::move(hook); }
 
   // Adds an SSD tier below DRAM, with the objects its recovery scan found (they
   // become readable SSD replicas and are announced to the observers registered
@@ -152,37 +149,11 @@ class Store {
   // left as it is).
   Status Release(const Caller& caller, uint64_t lease_id);
 
-  // --- Pins ----------------------------------------------------------------
-  // Pins the DRAM replica of `ref` (an object held only on SSD is rewarmed
-  // first) if its value is at `generation` (0: whatever value is there). Until
-  // Unpin, or ReleasePins(owner), the bytes are neither evicted, demoted nor
-  // reused; a remove or upsert hides the old value at once and frees its range
-  // after the last pin. Each pin charges its replica's allocated bytes to
-  // `owner`'s budget of `budget_bytes` (0: unlimited); a replica pinned more
-  // than once by one owner is charged once. Errors: NOT_FOUND (no such key, or
-  // not at `generation`), NO_SPACE (the owner's budget is spent, or no DRAM
-  // for the rewarm), RETRY, IO_ERROR, INVALID_ARGUMENT, TOO_LARGE as for Lease.
-  // Not counted as a client get. With `may_rewarm` false a value held only on
-  // SSD is not rewarmed: RETRY ("held only on SSD") at once, nothing pinned,
-  // so the call never waits for the disk.
-  Result<PinGrant> Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
-                       uint64_t budget_bytes, bool may_rewarm = true);
-  // Releases one pin of `owner`. NOT_FOUND for an unknown id or another owner's.
-  Status Unpin(uint64_t owner, uint64_t pin_id);
-  // Releases every pin of `owner` (it went away); returns how many.
-  size_t ReleasePins(uint64_t owner);
-  // Bytes charged to `owner` now.
-  uint64_t PinnedBytes(uint64_t owner) const;
-
   // --- Lookups and removal -------------------------------------------------
   Status Exist(const Caller& caller, const ObjectRef& ref);              // `exist_key`
   Result<ObjectInfo> Query(const Caller& caller, const ObjectRef& ref);  // `query`
   // Hides the value at once; memory is freed when its leases end. `remove`.
   Status Remove(const Caller& caller, const ObjectRef& ref);
-  // Remove, only while the readable value is at `generation`: NOT_FOUND
-  // (nothing changes) when the key is gone or holds another value. A manager
-  // action (a stale copy dropped), not counted as a client remove.
-  Status RemoveIfAt(const ObjectRef& ref, uint64_t generation);
   // Removes every readable object of `tenant`. Without `force`, leased objects and
   // in-flight puts are skipped. Announces OnTenantCleared only when something was
   // removed and nothing skipped. Linearizable with concurrent puts: all shards
@@ -190,9 +161,6 @@ class Store {
   // removed (its `removed` announced before `cleared`) or announced after
   // `cleared` and kept. `remove_all`.
   Result<RemoveAllResult> RemoveAll(const Caller& caller, std::string_view tenant, bool force);
-  // RemoveAll for every tenant (the REST contract's DELETE /all_keys), counted
-  // as one remove_all call. Announces OnTenantCleared per tenant emptied.
-  Result<RemoveAllResult> RemoveAllTenants(const Caller& caller, bool force);
   // Readable keys of `tenant` starting with `prefix`, sorted, at most `limit`
   // (0 = no limit). `get_all_keys`.
   Result<std::vector<std::string>> ListKeys(const Caller& caller, std::string_view tenant,
@@ -213,63 +181,22 @@ class Store {
   std::vector<Status> BatchRemove(const Caller& caller, std::string_view tenant,
                                   std::span<const std::string_view> keys);
 
-  // --- Operator actions (REST /memory/*); not counted as client operations ---
-  // How many of `keys` are readable now.
-  size_t CountReadable(std::string_view tenant, std::span<const std::string> keys) const;
-  // Moves the given keys one tier down: an unleased DRAM replica is demoted
-  // (to SSD when there is one, else dropped); an object held only on SSD is
-  // dropped. Counted as evictions. Returns how many objects moved.
-  size_t EvictKeys(std::string_view tenant, std::span<const std::string> keys);
-  // Schedules a background rewarm of each key held only on SSD and returns at
-  // once with how many were scheduled (0 without an SSD tier).
-  size_t Prefetch(std::string_view tenant, std::span<const std::string> keys);
-  // Waits until every scheduled rewarm and write-through copy has finished.
-  void WaitTierIdle();
-
   // --- Sessions and maintenance ---------------------------------------------
   // A client session ended: frees ranges quarantined for it. Call after aborting
   // its allocs and releasing its leases.
   void EndSession(uint64_t session);
-  // Expires leases and revokes allocs past their deadlines, then evicts down to
-  // the low watermark if usage is above the high one (per tier). Returns DRAM
-  // objects evicted.
-  size_t RunMaintenance();
-  // Evicts unleased readable replicas, oldest first, until at most `target_used`
-  // bytes are allocated. Returns objects evicted.
-  size_t EvictDownTo(uint64_t target_used);
 
-  // Drops SSD replicas, oldest first, until at most `target_used` SSD bytes are
-  // allocated. Returns replicas dropped.
-  size_t EvictSsdDownTo(uint64_t target_used);
-
-  // Calls `fn` for every readable replica (one call per medium), as OnStored announced it. Each
-  // shard is copied under its lock and visited after, so `fn` may take its time (and must not
-  // assume a consistent cut across shards).
-  void ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const;
+  // --- Side doors (store_admin.h) -------------------------------------------
+  // Operator actions, maintenance, snapshots and figures.
+  StoreAdmin admin() { return StoreAdmin(*this); }
+  // Pins of replicas for readers that hold no lease (remote grants).
+  StorePins pins() { return StorePins(*this); }
 
   // --- Change feed ----------------------------------------------------------
   // Every announcement carries a sequence (ReplicaEvent::sequence) from this
   // feed; with StoreOptions::journal_bytes the recent ones can be read back.
   const ChangeFeed& feed() const { return feed_; }
-  // A consistent view of everything readable, delivered in pages of at most
-  // `page_size` records (`page` runs without any store lock held; it may take
-  // its time, puts and removes go on meanwhile). Returns the watermark S: the
-  // pages plus every change with sequence > S (feed().ReadAfter(S, ...)) give
-  // exactly the store's state; no replica is in both, none is in neither. A
-  // removal after S may name a replica the pages never had.
-  uint64_t Snapshot(size_t page_size,
-                    const std::function<void(std::span<const SnapshotRecord>)>& page) const;
-
-  StoreStats Stats() const;
-  const OpStats& op_stats() const { return op_stats_; }
-  // The DRAM pool, read-only: its descriptor and generation table for
-  // clients that map it (the Unix socket's handshake), its size, its first
-  // byte in this process (grants' `data` minus base() is their offset in the
-  // shared pool) and its allocator figures.
   const DramPool& pool() const { return *dram_; }
-  // The pool itself: for the store's own tests only (everyone else goes
-  // through grants, leases and pins).
-  DramPool& dram() { return *dram_; }
   const StoreOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
 
@@ -277,6 +204,8 @@ class Store {
   const KeyRules& rules() const { return rules_; }
 
  private:
+  friend class StoreAdmin;
+  friend class StorePins;
   struct Blob;
   struct Entry;
   struct Shard;
@@ -317,6 +246,12 @@ class Store {
   Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
   Status RemoveLocked(Shard& shard, const std::string& composite);
   RemoveAllResult RemoveTenant(std::string_view tenant, bool force);  // uncounted
+  // The maintenance pass, watermark eviction and the wait for the tier worker
+  // (StoreAdmin exposes them).
+  size_t RunMaintenance();
+  size_t EvictDownTo(uint64_t target_used);
+  size_t EvictSsdDownTo(uint64_t target_used);
+  void WaitTierIdle();
 
   // Helpers for blobs and entries; shard lock held.
   void RetireLocked(Shard& shard, std::unique_ptr<Blob> blob);
@@ -406,7 +341,6 @@ class Store {
 
   // SSD tier.
   std::unique_ptr<SsdTier> ssd_;
-  std::function<bool()> commit_fault_hook_;
   std::unique_ptr<IoPool> ssd_io_;    // with ssd_: runs transfers side by side
   std::atomic<bool> closing_{false};  // destructor: do not free SSD blobs
   std::mutex ssd_evict_mu_;           // one SSD evictor at a time

@@ -90,7 +90,7 @@ TEST(StoreClear, RemoveAllRacingPutsLeavesTheSubscribersViewEqualToTheStore) {
     // has work to race with (a put counted after it committed may have been
     // swept by the previous round already).
     const uint64_t seen = puts.load();
-    while (puts.load() == seen || store->Stats().objects == 0) std::this_thread::yield();
+    while (puts.load() == seen || store->admin().Stats().objects == 0) std::this_thread::yield();
     auto r = store->RemoveAll({}, "t", /*force=*/true);
     ASSERT_TRUE(r.ok());
     cleared += r->cleared ? 1 : 0;
@@ -98,7 +98,7 @@ TEST(StoreClear, RemoveAllRacingPutsLeavesTheSubscribersViewEqualToTheStore) {
   stop = true;
   for (auto& t : writers) t.join();
   std::set<MirrorObserver::Replica> actual;
-  store->ForEachReadable([&](const ReplicaEvent& e) {
+  store->admin().ForEachReadable([&](const ReplicaEvent& e) {
     actual.emplace(std::string(e.tenant), std::string(e.key), e.medium);
   });
   EXPECT_EQ(cleared, 300);  // every round found something to remove

@@ -26,10 +26,10 @@ TEST_F(StoreTest, FullPoolEvictsLeastRecentlyUsedFirst) {
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(there(i)) << "recently read " << i;
   for (int i = 5; i < 16; ++i) EXPECT_TRUE(there(i)) << i;
   EXPECT_EQ(observer_.Take().front(), "evicted default/k4 dram");
-  EXPECT_EQ(store_->Stats().evicted_objects, 1u);  // only what the put needed
+  EXPECT_EQ(store_->admin().Stats().evicted_objects, 1u);  // only what the put needed
   // The rest of the way to the low watermark is the background pass's job; it
   // follows the same order: k5, k6, ... were last used before k0..k3 and "new".
-  store_->RunMaintenance();
+  store_->admin().RunMaintenance();
   EXPECT_LE(Used(), static_cast<uint64_t>(0.8 * 16 * kMiB));
   EXPECT_FALSE(there(5));
   EXPECT_FALSE(there(6));
@@ -43,12 +43,12 @@ TEST_F(StoreTest, BackgroundMaintenanceEvictsBetweenWatermarks) {
     clock_.AdvanceMillis(1);
   }
   EXPECT_EQ(Used(), 15 * kMiB);  // 93.75% > high watermark
-  const size_t evicted = store_->RunMaintenance();
+  const size_t evicted = store_->admin().RunMaintenance();
   EXPECT_EQ(evicted, 3u);  // down to 12 MiB = 75% <= 80%
   EXPECT_EQ(Used(), 12 * kMiB);
   EXPECT_EQ(Get(Key(0)).code(), Code::kNotFound);
   EXPECT_TRUE(Get(Key(3)).ok());
-  EXPECT_EQ(store_->RunMaintenance(), 0u);  // below the high watermark: nothing
+  EXPECT_EQ(store_->admin().RunMaintenance(), 0u);  // below the high watermark: nothing
 }
 
 TEST_F(StoreTest, LeasedAndUncommittedReplicasAreNeverEvicted) {
@@ -110,9 +110,9 @@ TEST_F(StoreTest, ExpiredLeasesDoNotBlockEviction) {
 }
 
 TEST_F(StoreTest, InjectedAllocationFailureIsNoSpace) {
-  store_->dram().SetAllocationFaultHook([](uint64_t) { return true; });
+  dram().SetAllocationFaultHook([](uint64_t) { return true; });
   EXPECT_EQ(Put("k", "v").code(), Code::kNoSpace);
-  store_->dram().SetAllocationFaultHook(nullptr);
+  dram().SetAllocationFaultHook(nullptr);
   EXPECT_TRUE(Put("k", "v").ok());
 }
 

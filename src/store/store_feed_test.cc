@@ -199,14 +199,15 @@ void CheckSnapshotUnderWriters(uint32_t shards, bool fresh) {
   std::map<Replica, uint64_t> view;  // -> generation
   size_t pages = 0;
   uint64_t newest_in_pages = 0;
-  const uint64_t watermark = store->Snapshot(100, [&](std::span<const SnapshotRecord> page) {
-    ++pages;
-    EXPECT_LE(page.size(), 100u);
-    for (const SnapshotRecord& r : page) {
-      newest_in_pages = std::max(newest_in_pages, r.sequence);
-      EXPECT_TRUE(view.emplace(Replica{r.key, r.medium}, r.generation).second) << r.key;
-    }
-  });
+  const uint64_t watermark =
+      store->admin().Snapshot(100, [&](std::span<const SnapshotRecord> page) {
+        ++pages;
+        EXPECT_LE(page.size(), 100u);
+        for (const SnapshotRecord& r : page) {
+          newest_in_pages = std::max(newest_in_pages, r.sequence);
+          EXPECT_TRUE(view.emplace(Replica{r.key, r.medium}, r.generation).second) << r.key;
+        }
+      });
   while (store->feed().last_sequence() < watermark + 1000) std::this_thread::yield();
   stop = true;
   for (auto& t : writers) t.join();
@@ -236,7 +237,7 @@ void CheckSnapshotUnderWriters(uint32_t shards, bool fresh) {
     }
   }
   std::map<Replica, uint64_t> actual;
-  store->ForEachReadable([&](const ReplicaEvent& e) {
+  store->admin().ForEachReadable([&](const ReplicaEvent& e) {
     actual[{std::string(e.key), e.medium}] = e.generation;
   });
   EXPECT_EQ(duplicates, 0);
@@ -263,7 +264,7 @@ TEST(ChangeFeed, ChangesAndSnapshotsCarryTheObjectsNamespace) {
   EXPECT_EQ(r.changes[0].name_space, ns);
   EXPECT_EQ(r.changes[1].name_space, "");
   std::map<std::string, std::string> seen;
-  store->Snapshot(10, [&](std::span<const SnapshotRecord> page) {
+  store->admin().Snapshot(10, [&](std::span<const SnapshotRecord> page) {
     for (const SnapshotRecord& rec : page) seen[rec.key] = rec.name_space;
   });
   EXPECT_EQ(seen["x"], ns);

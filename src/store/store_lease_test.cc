@@ -15,16 +15,16 @@ TEST_F(StoreTest, LeaseKeepsRemovedBytesUntilReleased) {
   ASSERT_TRUE(store_->Remove({}, {"default", "k"}).ok());
   EXPECT_EQ(Get("k").code(), Code::kNotFound);  // hidden at once
   EXPECT_EQ(Used(), kMiB);                      // but not freed
-  EXPECT_EQ(store_->Stats().zombie_bytes, kMiB);
+  EXPECT_EQ(store_->admin().Stats().zombie_bytes, kMiB);
   // A new object cannot land on the leased bytes.
   ASSERT_TRUE(Put("other", "x", kMiB).ok());
   auto other = store_->Lease({}, {"default", "other"});
   EXPECT_NE(other->offset, lease->offset);
   EXPECT_TRUE(store_->Release({}, other->lease_id).ok());
-  EXPECT_EQ(std::memcmp(store_->dram().base() + lease->offset, "payload", 7), 0);
+  EXPECT_EQ(std::memcmp(dram().base() + lease->offset, "payload", 7), 0);
   EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
   EXPECT_EQ(Used(), kMiB);  // only "other" remains
-  EXPECT_EQ(store_->Stats().zombie_bytes, 0u);
+  EXPECT_EQ(store_->admin().Stats().zombie_bytes, 0u);
 }
 
 TEST_F(StoreTest, ReleaseAfterTheDeadlineIsLeaseExpired) {
@@ -42,9 +42,9 @@ TEST_F(StoreTest, ExpiredLeaseStillAnswersLeaseExpiredAfterItWasReaped) {
   ASSERT_TRUE(lease.ok());
   ASSERT_TRUE(store_->Remove({}, {"default", "k"}).ok());
   clock_.AdvanceMillis(2001);
-  store_->RunMaintenance();
+  store_->admin().RunMaintenance();
   EXPECT_EQ(Used(), 0u);  // the zombie was freed when its lease expired
-  EXPECT_EQ(store_->Stats().expired_leases, 1u);
+  EXPECT_EQ(store_->admin().Stats().expired_leases, 1u);
   // The range may now be reused: the late reader must learn its copy is void.
   EXPECT_EQ(store_->Release({7, 0}, lease->lease_id).code(), Code::kLeaseExpired);
 }
@@ -53,9 +53,9 @@ TEST_F(StoreTest, LeaseTombstonesAreForgottenEventually) {
   ASSERT_TRUE(Put("k", "v").ok());
   auto lease = store_->Lease({7, 0}, {"default", "k"});
   clock_.AdvanceMillis(2001);
-  store_->RunMaintenance();
+  store_->admin().RunMaintenance();
   clock_.AdvanceMillis(60001);
-  store_->RunMaintenance();
+  store_->admin().RunMaintenance();
   EXPECT_EQ(store_->Release({}, lease->lease_id).code(), Code::kNotFound);
 }
 
@@ -66,22 +66,22 @@ TEST_F(StoreTest, UncommittedAllocIsRevokedAfterTheTimeout) {
   EXPECT_EQ(store_->Commit({}, g->alloc_id).code(), Code::kLeaseExpired);
   EXPECT_EQ(Used(), 0u);
   EXPECT_TRUE(Put("k", "fresh").ok());  // the key is free again
-  EXPECT_EQ(store_->Stats().revoked_allocs, 1u);
+  EXPECT_EQ(store_->admin().Stats().revoked_allocs, 1u);
 }
 
 TEST_F(StoreTest, RevokedGrantOfALiveSessionIsQuarantinedUntilTheSessionEnds) {
   auto g = store_->Alloc({/*session=*/9, 0}, {"default", "k"}, kMiB, {});
   ASSERT_TRUE(g.ok());
   clock_.AdvanceMillis(30001);
-  store_->RunMaintenance();
+  store_->admin().RunMaintenance();
   EXPECT_EQ(store_->Exist({}, {"default", "k"}).code(), Code::kNotFound);
   EXPECT_EQ(store_->Commit({9, 0}, g->alloc_id).code(), Code::kNotFound);
   // The slow writer may still be copying: the range is not reused yet.
   EXPECT_EQ(Used(), kMiB);
-  EXPECT_EQ(store_->Stats().quarantined_bytes, kMiB);
+  EXPECT_EQ(store_->admin().Stats().quarantined_bytes, kMiB);
   store_->EndSession(9);
   EXPECT_EQ(Used(), 0u);
-  EXPECT_EQ(store_->Stats().quarantined_bytes, 0u);
+  EXPECT_EQ(store_->admin().Stats().quarantined_bytes, 0u);
 }
 
 TEST_F(StoreTest, UpsertWhileReadersHoldTheOldValue) {
@@ -90,9 +90,9 @@ TEST_F(StoreTest, UpsertWhileReadersHoldTheOldValue) {
   ASSERT_TRUE(Put("k", "new-value", 0, true).ok());
   EXPECT_EQ(*Get("k"), "new-value");
   // The reader of the old value still sees intact bytes and releases cleanly.
-  EXPECT_EQ(std::memcmp(store_->dram().base() + lease->offset, "old-value", 9), 0);
+  EXPECT_EQ(std::memcmp(dram().base() + lease->offset, "old-value", 9), 0);
   EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
-  EXPECT_EQ(store_->dram().Stats().live_allocations, 1u);
+  EXPECT_EQ(dram().Stats().live_allocations, 1u);
 }
 
 TEST_F(StoreTest, QueryReportsActiveLeases) {
@@ -122,7 +122,7 @@ TEST_F(StoreTest, GrantsAndLeasesAnswerOnlyTheirOwnSession) {
   EXPECT_EQ(store_->Release({2, 0}, lease->lease_id).code(), Code::kNotFound);
   EXPECT_EQ(store_->BatchRelease({2, 0}, std::vector<uint64_t>{lease->lease_id})[0].code(),
             Code::kNotFound);
-  EXPECT_EQ(store_->Stats().active_leases, 1u);
+  EXPECT_EQ(store_->admin().Stats().active_leases, 1u);
   // The lease still protects the range: an upsert gets new memory.
   ASSERT_TRUE(Put("k", "new value", 4096, /*upsert=*/true).ok());
   EXPECT_EQ(Used(), 2 * 4096u);
@@ -154,10 +154,10 @@ TEST_F(StoreTest, ManyLeasesOverOneShardEachEndOnce) {
     ASSERT_TRUE(released[0].ok() && released[1].ok());
     EXPECT_EQ(store_->Release({}, b[1]->lease_id).code(), Code::kNotFound);
   }
-  EXPECT_EQ(store_->Stats().active_leases, held.size());
+  EXPECT_EQ(store_->admin().Stats().active_leases, held.size());
   for (uint64_t id : held) EXPECT_TRUE(store_->Release({}, id).ok());
   for (uint64_t id : held) EXPECT_EQ(store_->Release({}, id).code(), Code::kNotFound);
-  EXPECT_EQ(store_->Stats().active_leases, 0u);
+  EXPECT_EQ(store_->admin().Stats().active_leases, 0u);
 }
 
 TEST_F(StoreTest, IdsAreNotSequential) {

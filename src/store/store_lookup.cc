@@ -96,23 +96,6 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
   return st;
 }
 
-Status Store::RemoveIfAt(const ObjectRef& ref, uint64_t generation) {
-  if (Status st = rules_.Ref(ref); !st.ok()) return st;
-  const std::string composite = Composite(ref.tenant, ref.key);
-  Shard& shard = ShardFor(composite);
-  Status st;
-  {
-    std::lock_guard lock(shard.mu);
-    auto it = shard.map.find(composite);
-    if (it == shard.map.end() || !it->second.readable() || it->second.generation != generation) {
-      return NotFound("not held at generation " + std::to_string(generation));
-    }
-    st = RemoveLocked(shard, composite);
-  }
-  DrainSsdTrash();
-  return st;
-}
-
 // Linearizable with concurrent puts: every shard is locked (in index order, the
 // only order in which more than one shard lock is ever held) from the first
 // removal until `cleared` has been announced. A put that commits meanwhile
@@ -172,66 +155,6 @@ Result<RemoveAllResult> Store::RemoveAll(const Caller& caller, std::string_view 
   RemoveAllResult out = RemoveTenant(tenant, force);
   op_stats_.Record(Op::kRemoveAll, Code::kOk, caller.rank);
   return out;
-}
-
-Result<RemoveAllResult> Store::RemoveAllTenants(const Caller& caller, bool force) {
-  std::set<std::string> tenants;
-  for (auto& shard_ptr : shards_) {
-    std::lock_guard lock(shard_ptr->mu);
-    for (const auto& kv : shard_ptr->map) tenants.emplace(TenantOf(kv.first));
-  }
-  RemoveAllResult total;
-  for (const std::string& t : tenants) {
-    const RemoveAllResult r = RemoveTenant(t, force);
-    total.removed += r.removed;
-    total.skipped += r.skipped;
-  }
-  total.cleared = total.skipped == 0 && total.removed > 0;
-  op_stats_.Record(Op::kRemoveAll, Code::kOk, caller.rank);
-  return total;
-}
-
-size_t Store::CountReadable(std::string_view tenant, std::span<const std::string> keys) const {
-  size_t n = 0;
-  for (const std::string& key : keys) {
-    if (!rules_.Tenant(tenant).ok() || !rules_.Key(key).ok()) continue;
-    const std::string composite = Composite(tenant, key);
-    Shard& shard = *shards_[ShardIndex(composite)];
-    std::lock_guard lock(shard.mu);
-    auto it = shard.map.find(composite);
-    n += it != shard.map.end() && it->second.readable() ? 1 : 0;
-  }
-  return n;
-}
-
-size_t Store::EvictKeys(std::string_view tenant, std::span<const std::string> keys) {
-  size_t n = 0;
-  std::vector<Victim> in_dram;  // demoted together, up to the SSD queue depth
-  for (const std::string& key : keys) {
-    if (!rules_.Tenant(tenant).ok() || !rules_.Key(key).ok()) continue;
-    const std::string composite = Composite(tenant, key);
-    Shard& shard = ShardFor(composite);
-    int64_t last_access = 0;
-    bool dram = false;
-    uint64_t dram_bytes = 0;
-    {
-      std::lock_guard lock(shard.mu);
-      auto it = shard.map.find(composite);
-      if (it == shard.map.end() || !it->second.readable()) continue;
-      last_access = it->second.last_access;
-      dram = it->second.current != nullptr;
-      if (dram) dram_bytes = it->second.current->extent.size;
-    }
-    Victim victim{last_access, shard.index, composite, dram_bytes};
-    if (dram) {
-      in_dram.push_back(std::move(victim));
-    } else {
-      n += EvictSsdVictim(victim) ? 1 : 0;
-    }
-  }
-  n += EvictVictims(in_dram, [](uint64_t) { return false; });
-  DrainSsdTrash();
-  return n;
 }
 
 Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::string_view tenant,

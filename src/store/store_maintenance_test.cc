@@ -44,13 +44,13 @@ TEST_F(StoreMaintenanceTest, ThePeriodicPassExpiresLeasesOnTheManualClock) {
   store_->Start();
   ASSERT_TRUE(Put("k", "v").ok());
   ASSERT_TRUE(store_->Lease({}, {"default", "k"}).ok());
-  EXPECT_EQ(store_->Stats().active_leases, 1u);
+  EXPECT_EQ(store_->admin().Stats().active_leases, 1u);
   clock_.AdvanceMillis(19);
   EXPECT_EQ(scheduler_.RunDue(), 0u);
   clock_.AdvanceMillis(101);  // past the lease and the period
   EXPECT_EQ(scheduler_.RunDue(), 1u);
-  EXPECT_EQ(store_->Stats().expired_leases, 1u);
-  EXPECT_EQ(store_->Stats().active_leases, 0u);
+  EXPECT_EQ(store_->admin().Stats().expired_leases, 1u);
+  EXPECT_EQ(store_->admin().Stats().active_leases, 0u);
 }
 
 TEST_F(StoreMaintenanceTest, StopEndsThePeriodicPass) {

@@ -34,7 +34,7 @@ TEST_F(S3FifoTest, AScanOfNewObjectsLeavesTheObjectsBeingReadInPlace) {
   int scan_left = 0;
   for (int i = 0; i < 30; ++i) scan_left += There(Key("scan", i)) ? 1 : 0;
   EXPECT_LT(scan_left, 16);
-  EXPECT_GT(store_->Stats().evicted_objects, 14u);
+  EXPECT_GT(store_->admin().Stats().evicted_objects, 14u);
 }
 
 TEST_F(S3FifoTest, UnreadObjectsLeaveInTheOrderTheyCame) {

@@ -13,7 +13,7 @@ namespace {
 TEST_F(StoreTest, AllocatedValueIsInvisibleUntilCommit) {
   auto g = store_->Alloc({}, {"default", "k"}, 5, {});
   ASSERT_TRUE(g.ok());
-  std::memcpy(store_->dram().base() + g->offset, "hello", 5);
+  std::memcpy(dram().base() + g->offset, "hello", 5);
   EXPECT_EQ(store_->Exist({}, {"default", "k"}).code(), Code::kNotFound);
   EXPECT_EQ(Get("k").code(), Code::kNotFound);
   EXPECT_TRUE(observer_.Take().empty());
@@ -33,7 +33,7 @@ TEST_F(StoreTest, PutOnExistingKeyIsDuplicatedAndKeepsTheValue) {
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(store_->Alloc({}, {"default", "p"}, 10, {}).code(), Code::kDuplicated);
   EXPECT_EQ(store_->Alloc({}, {"default", "p"}, 10, {"", true}).code(), Code::kRetry);
-  const OpCounts alloc = store_->op_stats().Get(Op::kAlloc);
+  const OpCounts alloc = store_->admin().op_stats().Get(Op::kAlloc);
   EXPECT_EQ(alloc.failure, 3u);  // DUPLICATED counts as a failure
 }
 
@@ -45,7 +45,7 @@ TEST_F(StoreTest, UpsertReplacesAndAnnouncesRemovedThenStored) {
   EXPECT_EQ(observer_.Take(),
             (std::vector<std::string>{"replaced default/k dram", "stored default/k dram"}));
   // The old value's space was returned.
-  EXPECT_EQ(store_->dram().Stats().live_allocations, 1u);
+  EXPECT_EQ(dram().Stats().live_allocations, 1u);
 }
 
 TEST_F(StoreTest, AbortFreesTheReservation) {
@@ -64,7 +64,7 @@ TEST_F(StoreTest, RemoveHidesAtOnceAndMissesAreNotFound) {
   EXPECT_EQ(store_->Remove({}, {"default", "k"}).code(), Code::kNotFound);
   EXPECT_EQ(store_->Query({}, {"default", "k"}).code(), Code::kNotFound);
   EXPECT_EQ(Used(), 0u);
-  const OpCounts rm = store_->op_stats().Get(Op::kRemove);
+  const OpCounts rm = store_->admin().op_stats().Get(Op::kRemove);
   EXPECT_EQ(rm.requests, 2u);
   EXPECT_EQ(rm.success, 1u);
   EXPECT_EQ(rm.not_found, 1u);
@@ -81,18 +81,18 @@ TEST_F(StoreTest, RemoveIfAtRemovesOnlyTheValueOfThatGeneration) {
   ASSERT_NE(first, 0u);
   ASSERT_TRUE(Put("k", "w", 0, /*upsert=*/true).ok());
   (void)observer_.Take();
-  EXPECT_EQ(store_->RemoveIfAt({"default", "k"}, first).code(), Code::kNotFound);
+  EXPECT_EQ(store_->admin().RemoveIfAt({"default", "k"}, first).code(), Code::kNotFound);
   EXPECT_EQ(*Get("k"), "w");
-  Result<PinGrant> pin = store_->Pin(9, {"default", "k"}, 0, 0);
+  Result<PinGrant> pin = store_->pins().Pin(9, {"default", "k"}, 0, 0);
   ASSERT_TRUE(pin.ok());
   const uint64_t second = pin->generation;
-  ASSERT_TRUE(store_->Unpin(9, pin->pin_id).ok());
+  ASSERT_TRUE(store_->pins().Unpin(9, pin->pin_id).ok());
   EXPECT_GT(second, first);
-  EXPECT_TRUE(store_->RemoveIfAt({"default", "k"}, second).ok());
+  EXPECT_TRUE(store_->admin().RemoveIfAt({"default", "k"}, second).ok());
   EXPECT_EQ(Get("k").code(), Code::kNotFound);
   EXPECT_EQ(observer_.Take(), std::vector<std::string>{"removed default/k dram"});
-  EXPECT_EQ(store_->RemoveIfAt({"default", "k"}, second).code(), Code::kNotFound);
-  EXPECT_EQ(store_->op_stats().Get(Op::kRemove).requests, 0u);
+  EXPECT_EQ(store_->admin().RemoveIfAt({"default", "k"}, second).code(), Code::kNotFound);
+  EXPECT_EQ(store_->admin().op_stats().Get(Op::kRemove).requests, 0u);
 }
 
 TEST_F(StoreTest, TenantsAreSeparateNamespaces) {
@@ -165,9 +165,9 @@ TEST_F(StoreTest, RemoveAllClearsOnlyWhenTheTenantIsEmptied) {
   EXPECT_EQ(observer_.Take(), (std::vector<std::string>{"removed t/b dram", "cleared t"}));
   EXPECT_EQ(*Get("c", "other"), "3");
   // The leased bytes stay allocated until the lease ends.
-  EXPECT_EQ(store_->dram().Stats().live_allocations, 2u);
+  EXPECT_EQ(dram().Stats().live_allocations, 2u);
   EXPECT_TRUE(store_->Release({}, lease->lease_id).ok());
-  EXPECT_EQ(store_->dram().Stats().live_allocations, 1u);
+  EXPECT_EQ(dram().Stats().live_allocations, 1u);
 }
 
 TEST_F(StoreTest, BatchesKeepOrderAndCountByTheRules) {
@@ -181,8 +181,8 @@ TEST_F(StoreTest, BatchesKeepOrderAndCountByTheRules) {
   EXPECT_TRUE(exist[2].ok());
   EXPECT_EQ(exist[3].code(), Code::kInvalidArgument);
   // One real error: the batch is a failure; items are added to exist_key.
-  EXPECT_EQ(store_->op_stats().Get(Op::kBatchExistKey).failure, 1u);
-  OpCounts single = store_->op_stats().Get(Op::kExistKey);
+  EXPECT_EQ(store_->admin().op_stats().Get(Op::kBatchExistKey).failure, 1u);
+  OpCounts single = store_->admin().op_stats().Get(Op::kExistKey);
   EXPECT_EQ(single.requests, 4u);
   EXPECT_EQ(single.success, 2u);
   EXPECT_EQ(single.not_found, 1u);
@@ -193,7 +193,7 @@ TEST_F(StoreTest, BatchesKeepOrderAndCountByTheRules) {
   auto infos = store_->BatchQuery({}, "default", q);
   EXPECT_TRUE(infos[0].ok());
   EXPECT_EQ(infos[1].code(), Code::kNotFound);
-  OpCounts bq = store_->op_stats().Get(Op::kBatchQuery);
+  OpCounts bq = store_->admin().op_stats().Get(Op::kBatchQuery);
   EXPECT_EQ(bq.not_found, 1u);
   EXPECT_EQ(bq.failure, 0u);
 
@@ -207,7 +207,7 @@ TEST_F(StoreTest, BatchesKeepOrderAndCountByTheRules) {
   EXPECT_TRUE(commits[0].ok());
   EXPECT_EQ(commits[1].code(), Code::kNotFound);
   EXPECT_TRUE(commits[2].ok());
-  EXPECT_EQ(store_->op_stats().Get(Op::kUpdateState).requests, 3u + 2u);  // 2 from Put()
+  EXPECT_EQ(store_->admin().op_stats().Get(Op::kUpdateState).requests, 3u + 2u);  // 2 from Put()
 
   std::vector<std::string_view> lk = {"y", "nope", "x"};
   auto leases = store_->BatchLease({}, "default", lk);
@@ -254,7 +254,7 @@ TEST_F(StoreTest, LongBatchesAnswerEachItemAsASingleLookupWould) {
     if (!leases[i].ok()) continue;
     const std::string want = "v" + std::string(keys[i].substr(1));
     EXPECT_EQ(infos[i]->size, want.size()) << i;
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(store_->dram().base() + leases[i]->offset),
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(dram().base() + leases[i]->offset),
                           leases[i]->size),
               want)
         << i;
@@ -262,7 +262,7 @@ TEST_F(StoreTest, LongBatchesAnswerEachItemAsASingleLookupWould) {
   }
   EXPECT_EQ(ids.size(), 201u);  // 200 stored keys and the repeat
   for (const Status& st : store_->BatchRelease({}, ids)) EXPECT_TRUE(st.ok());
-  EXPECT_EQ(store_->Stats().active_leases, 0u);
+  EXPECT_EQ(store_->admin().Stats().active_leases, 0u);
   // Removal goes through the same windows: each stored key once, the repeat
   // of a stored key finds it gone, misses and the invalid key as before.
   const std::vector<Status> removed = store_->BatchRemove({}, "default", keys);
@@ -277,7 +277,7 @@ TEST_F(StoreTest, LongBatchesAnswerEachItemAsASingleLookupWould) {
   }
   EXPECT_EQ(ok, 200u);
   EXPECT_EQ(removed[301].code(), Code::kNotFound);  // the repeat of names[1]
-  EXPECT_EQ(store_->Stats().objects, 0u);
+  EXPECT_EQ(store_->admin().Stats().objects, 0u);
 }
 
 // Batched lookups hold several shard locks at a time. Running them beside
@@ -313,9 +313,8 @@ TEST_F(StoreTest, BatchedLookupsBesideWritersAndWholeStoreLocksStayConsistent) {
             ++errors;
             continue;
           }
-          const std::string got(
-              reinterpret_cast<const char*>(store_->dram().base() + leases[i]->offset),
-              leases[i]->size);
+          const std::string got(reinterpret_cast<const char*>(dram().base() + leases[i]->offset),
+                                leases[i]->size);
           if (got != std::string(keys[i]) + "=") ++errors;
           ids.push_back(leases[i]->lease_id);
         }
@@ -335,13 +334,13 @@ TEST_F(StoreTest, BatchedLookupsBesideWritersAndWholeStoreLocksStayConsistent) {
     }
     for (int i = 0; i < 64; ++i) (void)store_->Remove({}, {"default", "w" + std::to_string(i)});
     (void)store_->RemoveAll({}, "other", /*force=*/true);
-    (void)store_->Snapshot(64, [](std::span<const SnapshotRecord>) {});
+    (void)store_->admin().Snapshot(64, [](std::span<const SnapshotRecord>) {});
   }
   stop = true;
   for (auto& th : readers) th.join();
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(store_->Stats().active_leases, 0u);
-  EXPECT_EQ(store_->Stats().objects, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(store_->admin().Stats().active_leases, 0u);
+  EXPECT_EQ(store_->admin().Stats().objects, static_cast<uint64_t>(kKeys));
 }
 
 TEST_F(StoreTest, ConcurrentClientsOnManyShardsStayConsistent) {
@@ -373,7 +372,7 @@ TEST_F(StoreTest, ConcurrentClientsOnManyShardsStayConsistent) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(errors.load(), 0);
-  const StoreStats s = store_->Stats();
+  const StoreStats s = store_->admin().Stats();
   EXPECT_EQ(s.objects, static_cast<uint64_t>(kThreads * kKeys / 2 + 1));
   EXPECT_EQ(s.pending_allocs, 0u);
   EXPECT_EQ(s.active_leases, 0u);

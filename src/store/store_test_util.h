@@ -50,6 +50,7 @@ class StoreTest : public ::testing::Test {
     opts.clock = &clock_;
     auto pool = DramPool::Create(pool_bytes);
     ASSERT_TRUE(pool.ok());
+    dram_ = pool->get();
     auto store = Store::Create(opts, std::move(*pool));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
@@ -63,7 +64,7 @@ class StoreTest : public ::testing::Test {
     if (size == 0) size = value.size();
     auto g = store_->Alloc({session, 0}, {tenant, key}, size, {"", upsert});
     if (!g.ok()) return g.status();
-    uint8_t* dst = store_->dram().base() + g->offset;
+    uint8_t* dst = dram().base() + g->offset;
     for (uint64_t i = 0; i < size; ++i) dst[i] = static_cast<uint8_t>(value[i % value.size()]);
     return store_->Commit({session, 0}, g->alloc_id);
   }
@@ -71,14 +72,19 @@ class StoreTest : public ::testing::Test {
   Result<std::string> Get(std::string_view key, std::string_view tenant = "default") {
     auto l = store_->Lease({}, {tenant, key});
     if (!l.ok()) return l.status();
-    std::string out(reinterpret_cast<const char*>(store_->dram().base() + l->offset), l->size);
+    std::string out(reinterpret_cast<const char*>(dram().base() + l->offset), l->size);
     if (Status st = store_->Release({}, l->lease_id); !st.ok()) return st;
     return out;
   }
-  uint64_t Used() { return store_->dram().Stats().allocated; }
+  uint64_t Used() { return dram().Stats().allocated; }
+
+  // The store's pool, written and read directly by the tests (everyone else
+  // goes through grants, leases and pins).
+  DramPool& dram() { return *dram_; }
 
   ManualClock clock_;
   RecordingObserver observer_;
+  DramPool* dram_ = nullptr;  // owned by store_
   std::unique_ptr<Store> store_;
 };
 

@@ -370,30 +370,6 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
   return Status(Code::kRetry, "the rewarmed copy was evicted again before it could be read");
 }
 
-size_t Store::Prefetch(std::string_view tenant, std::span<const std::string> keys) {
-  if (!ssd_ || !rules_.Tenant(tenant).ok()) return 0;
-  size_t n = 0;
-  for (const std::string& key : keys) {
-    if (!rules_.Key(key).ok()) continue;
-    std::string composite = Composite(tenant, key);
-    Shard& shard = ShardFor(composite);
-    {
-      std::lock_guard lock(shard.mu);
-      auto it = shard.map.find(composite);
-      if (it == shard.map.end() || it->second.current || !it->second.ssd ||
-          shard.rewarms.InFlight(composite)) {
-        continue;
-      }
-    }
-    EnqueueTierJob(
-        [this, &shard, composite = std::move(composite)] { (void)Rewarm(shard, composite); },
-        /*droppable=*/false);
-    ++n;
-  }
-  tier_.prefetch_scheduled.fetch_add(n, std::memory_order_relaxed);
-  return n;
-}
-
 // ---------------------------------------------------------------------------
 // Background jobs (write-through copies and prefetches).
 

@@ -85,7 +85,7 @@ class TierTest : public StoreTest {
     ASSERT_TRUE(tier.ok()) << tier.status().ToString();
     ASSERT_TRUE(store_->AttachSsd(std::move(*tier), std::move(recovered), stats).ok());
   }
-  TierStats Tier() { return store_->Stats().tier; }
+  TierStats Tier() { return store_->admin().Stats().tier; }
   uint32_t Media(std::string_view key) {
     auto q = store_->Query({}, {"default", key});
     return q.ok() ? q->media : 0;
@@ -112,7 +112,7 @@ TEST_F(TierTest, EvictedObjectsAreDemotedAndRewarmedOnGet) {
   EXPECT_GE(t.flush_blobs, 8u);
   EXPECT_EQ(t.flush_bytes, t.flush_blobs * kMiB);
   EXPECT_EQ(t.demoted, t.flush_blobs);
-  EXPECT_EQ(store_->Stats().objects, 12u);
+  EXPECT_EQ(store_->admin().Stats().objects, 12u);
   // Stored on SSD is announced before the DRAM copy goes.
   std::vector<std::string> ev = observer_.Take();
   auto pos = [&](const std::string& s) { return std::find(ev.begin(), ev.end(), s) - ev.begin(); };
@@ -130,7 +130,7 @@ TEST_F(TierTest, EvictedObjectsAreDemotedAndRewarmedOnGet) {
     clock_.AdvanceMillis(1);
   }
   // Reading k0..k7 back pushed k8..k11 down in turn, so every get was cold.
-  const StoreStats s = store_->Stats();
+  const StoreStats s = store_->admin().Stats();
   EXPECT_EQ(s.tier.rewarm, 12u);
   EXPECT_EQ(s.tier.get_hits_ssd, 12u);
   EXPECT_EQ(s.get_hits_dram, 0u);
@@ -140,17 +140,17 @@ TEST_F(TierTest, EvictedObjectsAreDemotedAndRewarmedOnGet) {
   const uint64_t flushed = s.tier.flush_blobs;
   EXPECT_EQ(Media(Key(11)), kDram | kSsd);
   EXPECT_EQ(Media(Key(0)), kSsd);
-  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{Key(11)}), 1u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{Key(11)}), 1u);
   EXPECT_EQ(Media(Key(11)), kSsd);
   EXPECT_TRUE(Get(Key(11)).ok());
-  EXPECT_EQ(store_->Stats().get_hits_dram, 0u);
+  EXPECT_EQ(store_->admin().Stats().get_hits_dram, 0u);
   EXPECT_EQ(Tier().flush_blobs, flushed);
 }
 
 TEST_F(TierTest, ConcurrentGetsOfAColdKeyShareOneRewarm) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("cold", "c", kMiB).ok());
-  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"cold"}), 1u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"cold"}), 1u);
   ASSERT_EQ(Media("cold"), kSsd);
 
   file_->CloseGate();
@@ -192,14 +192,14 @@ TEST_F(TierTest, FullSsdDropsItsOldestReplicas) {
   for (int i = 7; i < 12; ++i) EXPECT_TRUE(Get(Key(i)).ok()) << i;
   size_t readable = 0;
   for (int i = 0; i < 12; ++i) readable += store_->Exist({}, {"default", Key(i)}).ok() ? 1 : 0;
-  EXPECT_EQ(store_->Stats().objects, readable);
+  EXPECT_EQ(store_->admin().Stats().objects, readable);
 }
 
 TEST_F(TierTest, ObjectLargerThanTheSsdIsDroppedWithoutEmptyingIt) {
   MakeTiered(16 * kMiB, 8 * kMiB);
   ASSERT_TRUE(Put("small", "s", kMiB).ok());
   ASSERT_TRUE(Put("big", "b", 10 * kMiB).ok());
-  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"small", "big"}), 2u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"small", "big"}), 2u);
   EXPECT_EQ(Media("small"), kSsd);
   EXPECT_EQ(Media("big"), 0u);  // dropped: it can never fit
   EXPECT_EQ(Tier().ssd_evicted_objects, 0u);
@@ -214,7 +214,7 @@ TEST_F(TierTest, SsdWatermarksBoundBackgroundEviction) {
   }
   const uint64_t cap = Tier().ssd.capacity;
   ASSERT_GT(Tier().ssd.allocated, static_cast<uint64_t>(0.9 * cap));
-  store_->RunMaintenance();
+  store_->admin().RunMaintenance();
   EXPECT_LE(Tier().ssd.allocated, static_cast<uint64_t>(0.8 * cap));
   EXPECT_GT(Tier().ssd_evicted_objects, 0u);
 }
@@ -222,7 +222,7 @@ TEST_F(TierTest, SsdWatermarksBoundBackgroundEviction) {
 TEST_F(TierTest, WriteThroughCopiesCommittedObjectsAtOnce) {
   MakeTiered(8 * kMiB, 16 * kMiB, StoreOptions{.ssd_write_through = true});
   ASSERT_TRUE(Put("a", "A", 100000).ok());
-  store_->WaitTierIdle();
+  store_->admin().WaitTierIdle();
   EXPECT_EQ(Media("a"), kDram | kSsd);
   EXPECT_EQ(Tier().flush_blobs, 1u);
   // Survives a restart although it was never evicted.
@@ -239,7 +239,7 @@ TEST_F(TierTest, APinCarriesTheChecksumTheSsdTierComputed) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("x", "x", kMiB).ok());
   auto digest_of = [&](const std::string& key) -> uint64_t {
-    Result<PinGrant> p = store_->Pin(7, {"default", key}, 0, 0);
+    Result<PinGrant> p = store_->pins().Pin(7, {"default", key}, 0, 0);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     if (!p.ok()) return 1;
     EXPECT_NE(p->digests, nullptr);
@@ -247,18 +247,18 @@ TEST_F(TierTest, APinCarriesTheChecksumTheSsdTierComputed) {
     if (d != 0) {
       EXPECT_EQ(d, ValueChecksum(p->data, p->size));
     }
-    EXPECT_TRUE(store_->Unpin(7, p->pin_id).ok());
+    EXPECT_TRUE(store_->pins().Unpin(7, p->pin_id).ok());
     return d;
   };
   EXPECT_EQ(digest_of("x"), 0u);
-  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{"x"}), 1u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"x"}), 1u);
   ASSERT_EQ(Media("x"), kSsd);
   EXPECT_NE(digest_of("x"), 0u);  // rewarmed by the pin, checksum verified
   ASSERT_EQ(Media("x"), kDram | kSsd);
 
   MakeTiered(8 * kMiB, 16 * kMiB, StoreOptions{.ssd_write_through = true});
   ASSERT_TRUE(Put("w", "w", 300000).ok());
-  store_->WaitTierIdle();
+  store_->admin().WaitTierIdle();
   ASSERT_EQ(Media("w"), kDram | kSsd);
   EXPECT_NE(digest_of("w"), 0u);  // the copy the SSD writer hashed
 }
@@ -269,36 +269,36 @@ TEST_F(TierTest, APinThatMayNotRewarmLeavesAnSsdOnlyValueAlone) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("cold", "c", kMiB).ok());
   ASSERT_TRUE(Put("warm", "w", kMiB).ok());
-  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{"cold"}), 1u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"cold"}), 1u);
   ASSERT_EQ(Media("cold"), kSsd);
   const uint64_t rewarms = Tier().rewarm;
-  Result<PinGrant> refused = store_->Pin(7, {"default", "cold"}, 0, 0, /*may_rewarm=*/false);
+  Result<PinGrant> refused = store_->pins().Pin(7, {"default", "cold"}, 0, 0, /*may_rewarm=*/false);
   EXPECT_EQ(refused.code(), Code::kRetry) << refused.status().ToString();
-  EXPECT_EQ(store_->PinnedBytes(7), 0u);
+  EXPECT_EQ(store_->pins().Bytes(7), 0u);
   EXPECT_EQ(Media("cold"), kSsd);  // not read back
   EXPECT_EQ(Tier().rewarm, rewarms);
-  Result<PinGrant> warm = store_->Pin(7, {"default", "warm"}, 0, 0, /*may_rewarm=*/false);
+  Result<PinGrant> warm = store_->pins().Pin(7, {"default", "warm"}, 0, 0, /*may_rewarm=*/false);
   ASSERT_TRUE(warm.ok()) << warm.status().ToString();  // in DRAM: pinned at once
-  EXPECT_EQ(store_->Pin(7, {"default", "gone"}, 0, 0, false).code(), Code::kNotFound);
-  Result<PinGrant> rewarmed = store_->Pin(7, {"default", "cold"}, 0, 0);
+  EXPECT_EQ(store_->pins().Pin(7, {"default", "gone"}, 0, 0, false).code(), Code::kNotFound);
+  Result<PinGrant> rewarmed = store_->pins().Pin(7, {"default", "cold"}, 0, 0);
   ASSERT_TRUE(rewarmed.ok()) << rewarmed.status().ToString();
   EXPECT_EQ(Media("cold"), kDram | kSsd);
   EXPECT_EQ(Tier().rewarm, rewarms + 1);
-  EXPECT_EQ(store_->ReleasePins(7), 2u);
+  EXPECT_EQ(store_->pins().ReleaseAll(7), 2u);
 }
 
 TEST_F(TierTest, PrefetchRewarmsInTheBackground) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   std::vector<std::string> keys = {"p0", "p1", "p2"};
   for (const auto& k : keys) ASSERT_TRUE(Put(k, k, kMiB).ok());
-  ASSERT_EQ(store_->EvictKeys("default", keys), 3u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", keys), 3u);
   keys.push_back("missing");
-  EXPECT_EQ(store_->Prefetch("default", keys), 3u);
-  store_->WaitTierIdle();
+  EXPECT_EQ(store_->admin().Prefetch("default", keys), 3u);
+  store_->admin().WaitTierIdle();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Media(keys[i]), kDram | kSsd) << i;
   EXPECT_EQ(Tier().rewarm, 3u);
-  EXPECT_EQ(Tier().get_hits_ssd, 0u);                // nothing was read yet
-  EXPECT_EQ(store_->Prefetch("default", keys), 0u);  // already warm
+  EXPECT_EQ(Tier().get_hits_ssd, 0u);                        // nothing was read yet
+  EXPECT_EQ(store_->admin().Prefetch("default", keys), 0u);  // already warm
 }
 
 TEST_F(TierTest, EvictionDemotesAGroupOfVictimsSideBySide) {
@@ -310,7 +310,7 @@ TEST_F(TierTest, EvictionDemotesAGroupOfVictimsSideBySide) {
     ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
   }
   flight_->Arm();
-  EXPECT_EQ(store_->EvictKeys("default", keys), 8u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", keys), 8u);
   EXPECT_TRUE(flight_->met());   // four writes were in flight together
   EXPECT_EQ(flight_->max(), 4);  // and never more
   EXPECT_EQ(Tier().flush_blobs, 8u);
@@ -333,7 +333,7 @@ TEST_F(TierTest, DemotionsSideBySideAreDecidedOldestFirst) {
       clock_.AdvanceMillis(1);
     }
     const uint64_t per_object = Used() / 8;
-    EXPECT_EQ(store_->EvictDownTo(Used() - 2 * per_object), 2u);
+    EXPECT_EQ(store_->admin().EvictDownTo(Used() - 2 * per_object), 2u);
     for (int i = 0; i < 8; ++i) {
       EXPECT_EQ(Media(Key(i)), i < 2 ? kSsd : kDram) << "round " << round << ", " << Key(i);
     }
@@ -348,7 +348,7 @@ TEST_F(TierTest, ABatchGetRewarmsItsColdKeysSideBySide) {
     keys.push_back(Key(i));
     ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
   }
-  ASSERT_EQ(store_->EvictKeys("default", keys), 7u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", keys), 7u);
   flight_->Arm();
   std::vector<std::string_view> views(keys.begin(), keys.end());
   views.push_back("missing");
@@ -376,7 +376,7 @@ TEST_F(TierTest, AtDepthOneTransfersRunOneAtATime) {
     ASSERT_TRUE(Put(Key(i), Fill(i), kMiB).ok());
   }
   flight_->Arm();
-  EXPECT_EQ(store_->EvictKeys("default", keys), 6u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", keys), 6u);
   std::vector<std::string_view> views(keys.begin(), keys.end());
   for (auto& l : store_->BatchLease({}, "default", views)) {
     ASSERT_TRUE(l.ok());
@@ -389,11 +389,11 @@ TEST_F(TierTest, EvictKeysMovesOneTierDownAtATime) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("x", "x", 4096).ok());
   const std::vector<std::string> keys = {"x"};
-  EXPECT_EQ(store_->EvictKeys("default", keys), 1u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", keys), 1u);
   EXPECT_EQ(Media("x"), kSsd);
-  EXPECT_EQ(store_->EvictKeys("default", keys), 1u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", keys), 1u);
   EXPECT_EQ(Media("x"), 0u);
-  EXPECT_EQ(store_->EvictKeys("default", keys), 0u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", keys), 0u);
   EXPECT_EQ(Tier().ssd.allocated, 0u);  // the blob was freed
 }
 
@@ -401,7 +401,7 @@ TEST_F(TierTest, CorruptBlobIsDroppedNotServed) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("bad", "b", 8192).ok());
   ASSERT_TRUE(Put("good", "g", 8192).ok());
-  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"bad", "good"}), 2u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"bad", "good"}), 2u);
   // Flip a byte in the value of "bad" (the blob whose header names it).
   const size_t at = disk_->find("bad");
   ASSERT_NE(at, std::string::npos);
@@ -427,7 +427,7 @@ TEST_F(TierTest, FailingSsdWritesFallBackToDroppingAndDramKeepsServing) {
   EXPECT_TRUE(t.writes_paused);  // visible while the backoff runs
   EXPECT_GE(t.write_pauses, 1u);
   EXPECT_EQ(t.ssd_objects, 0u);
-  EXPECT_GE(store_->Stats().evicted_objects, 4u);
+  EXPECT_GE(store_->admin().Stats().evicted_objects, 4u);
   EXPECT_TRUE(Get(Key(5)).ok());
   EXPECT_EQ(Get(Key(0)).code(), Code::kNotFound);
   clock_.AdvanceMillis(1001);  // the backoff (1 s) is over
@@ -437,7 +437,7 @@ TEST_F(TierTest, FailingSsdWritesFallBackToDroppingAndDramKeepsServing) {
 TEST_F(TierTest, FailingSsdReadIsAnErrorAndTheReplicaStays) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("r", "r", 8192).ok());
-  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"r"}), 1u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"r"}), 1u);
   file_->fail_read = [](uint64_t) { return true; };
   EXPECT_EQ(store_->Lease({}, {"default", "r"}).code(), Code::kIoError);
   EXPECT_EQ(Media("r"), kSsd);  // a read error is not proof of corruption
@@ -452,13 +452,13 @@ TEST_F(TierTest, RestartRecoversSsdReplicasButNotRemovedOrReplacedValues) {
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(Put(Key(i), Fill(i), 100000).ok());
   std::vector<std::string> all;
   for (int i = 0; i < 6; ++i) all.push_back(Key(i));
-  ASSERT_EQ(store_->EvictKeys("default", all), 6u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", all), 6u);
   ASSERT_TRUE(store_->Remove({}, {"default", Key(1)}).ok());
   ASSERT_TRUE(Put(Key(2), "new", 5000, /*upsert=*/true).ok());  // DRAM only now
   ASSERT_TRUE(Put("dram-only", "d", 100).ok());
 
   MakeTiered(8 * kMiB, 0, StoreOptions{}, disk_);
-  EXPECT_EQ(store_->Stats().objects, 4u);
+  EXPECT_EQ(store_->admin().Stats().objects, 4u);
   EXPECT_EQ(Tier().recovered.blobs, 4u);
   EXPECT_EQ(Get(Key(1)).code(), Code::kNotFound);
   EXPECT_EQ(Get(Key(2)).code(), Code::kNotFound);  // the old value must not come back
@@ -471,7 +471,7 @@ TEST_F(TierTest, RestartRecoversSsdReplicasButNotRemovedOrReplacedValues) {
   }
   // Recovered replicas are announced as SSD replicas.
   bool saw = false;
-  store_->ForEachReadable(
+  store_->admin().ForEachReadable(
       [&](const ReplicaEvent& e) { saw |= e.key == Key(0) && e.medium == Medium::kSsd; });
   EXPECT_TRUE(saw);
 }
@@ -486,7 +486,7 @@ TEST_F(TierTest, CorruptBlobsMetAfterARestartDoNotStopDemotions) {
     all.push_back(Key(i));
     clock_.AdvanceMillis(1);
   }
-  ASSERT_EQ(store_->EvictKeys("default", all), 8u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", all), 8u);
   for (int i = 0; i < 5; ++i) {  // k0..k3: a bad value; k4: a bad header
     const size_t at = disk_->find("k" + std::to_string(i) + std::string(1, '\0'));
     ASSERT_NE(at, std::string::npos) << i;
@@ -528,14 +528,14 @@ TEST_F(TierTest, RemoveDuringDemotionFreesTheCopyAndTheBlob) {
   };
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("d", "d", kMiB).ok());
-  std::thread demote([&] { store_->EvictKeys("default", std::vector<std::string>{"d"}); });
+  std::thread demote([&] { store_->admin().EvictKeys("default", std::vector<std::string>{"d"}); });
   {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return started; });
   }
   EXPECT_TRUE(store_->Remove({}, {"default", "d"}).ok());
   EXPECT_EQ(Media("d"), 0u);
-  EXPECT_EQ(store_->dram().Stats().allocated, kMiB);  // still pinned by the write
+  EXPECT_EQ(dram().Stats().allocated, kMiB);  // still pinned by the write
   {
     std::lock_guard<std::mutex> lock(mu);
     go = true;
@@ -543,15 +543,15 @@ TEST_F(TierTest, RemoveDuringDemotionFreesTheCopyAndTheBlob) {
   cv.notify_all();
   demote.join();
   EXPECT_EQ(Media("d"), 0u);
-  EXPECT_EQ(store_->dram().Stats().allocated, 0u);
-  store_->RunMaintenance();
+  EXPECT_EQ(dram().Stats().allocated, 0u);
+  store_->admin().RunMaintenance();
   EXPECT_EQ(Tier().ssd.allocated, 0u);
 }
 
 TEST_F(TierTest, RemoveDuringRewarmNeverResurrectsTheKey) {
   MakeTiered(8 * kMiB, 16 * kMiB);
   ASSERT_TRUE(Put("gone", "g", kMiB).ok());
-  ASSERT_EQ(store_->EvictKeys("default", std::vector<std::string>{"gone"}), 1u);
+  ASSERT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"gone"}), 1u);
   file_->CloseGate();
   const int before = file_->reads_started.load();
   std::thread reader([&] {
@@ -562,8 +562,8 @@ TEST_F(TierTest, RemoveDuringRewarmNeverResurrectsTheKey) {
   file_->OpenGate();
   reader.join();
   EXPECT_EQ(Media("gone"), 0u);
-  EXPECT_EQ(store_->dram().Stats().allocated, 0u);  // the rewarm's range was returned
-  store_->RunMaintenance();
+  EXPECT_EQ(dram().Stats().allocated, 0u);  // the rewarm's range was returned
+  store_->admin().RunMaintenance();
   EXPECT_EQ(Tier().ssd.allocated, 0u);  // and the blob freed once the read let go
 }
 
@@ -585,11 +585,11 @@ TEST_F(TierTest, ADramOnlyValueIsNeverWrittenToSsdAndIsDroppedWhenEvicted) {
   std::memset(g->data, 'c', 4096);
   ASSERT_TRUE(store_->Commit({}, g->alloc_id).ok());
   ASSERT_TRUE(Put("own", "o", 4096).ok());
-  store_->WaitTierIdle();
+  store_->admin().WaitTierIdle();
   EXPECT_EQ(Media("copy"), kDram);
   EXPECT_EQ(Media("own"), kDram | kSsd);
   EXPECT_EQ(Tier().flush_blobs, 1u);
-  EXPECT_EQ(store_->EvictKeys("default", std::vector<std::string>{"copy"}), 1u);
+  EXPECT_EQ(store_->admin().EvictKeys("default", std::vector<std::string>{"copy"}), 1u);
   EXPECT_EQ(Media("copy"), 0u);
   EXPECT_EQ(Tier().flush_blobs, 1u);
   EXPECT_EQ(Tier().demoted, 0u);

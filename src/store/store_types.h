@@ -4,6 +4,7 @@
 #define TIERKV_STORE_STORE_TYPES_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -52,9 +53,13 @@ struct StoreOptions {
   // sequence numbers are assigned all the same).
   size_t journal_bytes = 0;
   EvictPolicy evict_policy = EvictPolicy::kS3Fifo;  // DRAM victims (SSD victims are LRU)
+  // Fault injection (--inject-commit-failures, tests): when set, a commit for
+  // which the hook returns true is refused as if its write grant had expired
+  // (the grant is revoked). The hook runs under a shard lock.
+  std::function<bool()> commit_fault_hook = nullptr;
 };
 
-// One readable replica in a snapshot (Store::Snapshot).
+// One readable replica in a snapshot (StoreAdmin::Snapshot).
 struct SnapshotRecord {
   std::string tenant;
   std::string key;
@@ -131,7 +136,7 @@ struct LeaseGrant {
   uint32_t generation = 0;
 };
 
-// A pinned DRAM replica (Store::Pin): `size` bytes at `data` stay valid and
+// A pinned DRAM replica (StorePins::Pin): `size` bytes at `data` stay valid and
 // unchanged until the pin is released.
 struct PinGrant {
   uint64_t pin_id = 0;

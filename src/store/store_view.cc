@@ -2,10 +2,11 @@
 // figures behind /metrics.
 #include <algorithm>
 
+#include "store/store_admin.h"
 #include "store/store_internal.h"
 
 namespace tierkv {
-void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const {
+void StoreAdmin::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) const {
   Snapshot(1024, [&](std::span<const SnapshotRecord> records) {
     for (const SnapshotRecord& r : records) {
       ReplicaEvent ev;
@@ -33,18 +34,19 @@ void Store::ForEachReadable(const std::function<void(const ReplicaEvent&)>& fn) 
 // between buckets unless the table rehashes; if the bucket count changed between
 // slices, the shard's copy is thrown away and taken again, so no entry is seen
 // twice or missed.
-uint64_t Store::Snapshot(size_t page_size,
-                         const std::function<void(std::span<const SnapshotRecord>)>& page) const {
+uint64_t StoreAdmin::Snapshot(
+    size_t page_size, const std::function<void(std::span<const SnapshotRecord>)>& page) const {
+  const Store& s = *store_;
   constexpr size_t kSliceBuckets = 64;
-  const uint64_t watermark = feed_.last_sequence();
+  const uint64_t watermark = s.feed_.last_sequence();
   std::vector<SnapshotRecord> records;
   auto flush = [&] {
     if (!records.empty()) page(records);
     records.clear();
   };
   std::vector<SnapshotRecord> copied;
-  for (const auto& shard_ptr : shards_) {
-    Shard& shard = *shard_ptr;
+  for (const auto& shard_ptr : s.shards_) {
+    Store::Shard& shard = *shard_ptr;
     copied.clear();
     size_t buckets = 0;
     shard.mu.BeginYielding();
@@ -65,7 +67,7 @@ uint64_t Store::Snapshot(size_t page_size,
       const size_t end = std::min(buckets, next + kSliceBuckets);
       for (size_t b = next; b < end; ++b) {
         for (auto it = shard.map.begin(b); it != shard.map.end(b); ++it)
-          CopyReadable(*it, watermark, &copied);
+          Store::CopyReadable(*it, watermark, &copied);
       }
       next = end;
       if (next >= buckets) break;
@@ -94,9 +96,10 @@ void Store::CopyReadable(const Map::value_type& kv, uint64_t watermark,
   }
 }
 
-StoreStats Store::Stats() const {
+StoreStats StoreAdmin::Stats() const {
+  const Store& st = *store_;
   StoreStats s;
-  for (const auto& shard_ptr : shards_) {
+  for (const auto& shard_ptr : st.shards_) {
     std::lock_guard lock(shard_ptr->mu);
     s.objects += shard_ptr->readable;
     s.pending_allocs += shard_ptr->pending.size();
@@ -104,41 +107,41 @@ StoreStats Store::Stats() const {
     s.zombie_bytes += shard_ptr->zombie_bytes;
     s.tier.ssd_objects += shard_ptr->ssd_objects;
   }
-  s.quarantined_bytes = quarantine_.bytes();
-  s.evicted_objects = evicted_objects_.load(std::memory_order_relaxed);
-  s.evicted_bytes = evicted_bytes_.load(std::memory_order_relaxed);
-  s.eviction_rounds = eviction_rounds_.load(std::memory_order_relaxed);
-  s.revoked_allocs = revoked_allocs_.load(std::memory_order_relaxed);
-  s.expired_leases = expired_leases_.load(std::memory_order_relaxed);
-  s.get_hits_dram = get_hits_dram_.load(std::memory_order_relaxed);
-  s.evicting = evicting_.load(std::memory_order_relaxed) > 0;
-  s.dram = dram_->Stats();
-  if (ssd_) {
+  s.quarantined_bytes = st.quarantine_.bytes();
+  s.evicted_objects = st.evicted_objects_.load(std::memory_order_relaxed);
+  s.evicted_bytes = st.evicted_bytes_.load(std::memory_order_relaxed);
+  s.eviction_rounds = st.eviction_rounds_.load(std::memory_order_relaxed);
+  s.revoked_allocs = st.revoked_allocs_.load(std::memory_order_relaxed);
+  s.expired_leases = st.expired_leases_.load(std::memory_order_relaxed);
+  s.get_hits_dram = st.get_hits_dram_.load(std::memory_order_relaxed);
+  s.evicting = st.evicting_.load(std::memory_order_relaxed) > 0;
+  s.dram = st.dram_->Stats();
+  if (st.ssd_) {
     TierStats& t = s.tier;
     t.enabled = true;
-    t.engine = std::string(ssd_->file().engine());
-    t.direct = ssd_->file().direct();
-    t.ssd = ssd_->Stats();
+    t.engine = std::string(st.ssd_->file().engine());
+    t.direct = st.ssd_->file().direct();
+    t.ssd = st.ssd_->Stats();
     auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    t.flush_blobs = get(tier_.flush_blobs);
-    t.flush_bytes = get(tier_.flush_bytes);
-    t.flush_failed = get(tier_.flush_failed);
-    t.demoted = get(tier_.demoted);
-    t.rewarm = get(tier_.rewarm);
-    t.rewarm_failed = get(tier_.rewarm_failed);
-    t.rewarm_bytes = get(tier_.rewarm_bytes);
-    t.rewarm_bytes_current = get(tier_.rewarm_bytes_current);
-    t.rewarm_waiting = get(tier_.rewarm_waiting);
-    t.get_hits_ssd = get(tier_.get_hits_ssd);
-    t.ssd_evicted_objects = get(tier_.ssd_evicted_objects);
-    t.ssd_evicted_bytes = get(tier_.ssd_evicted_bytes);
-    t.io_errors = get(tier_.io_errors);
-    t.corrupt_blobs = get(tier_.corrupt_blobs);
-    t.writes_paused = !SsdWritable();
-    t.write_pauses = get(tier_.write_pauses);
-    t.prefetch_scheduled = get(tier_.prefetch_scheduled);
-    t.write_through_dropped = get(tier_.write_through_dropped);
-    t.recovered = recovery_;
+    t.flush_blobs = get(st.tier_.flush_blobs);
+    t.flush_bytes = get(st.tier_.flush_bytes);
+    t.flush_failed = get(st.tier_.flush_failed);
+    t.demoted = get(st.tier_.demoted);
+    t.rewarm = get(st.tier_.rewarm);
+    t.rewarm_failed = get(st.tier_.rewarm_failed);
+    t.rewarm_bytes = get(st.tier_.rewarm_bytes);
+    t.rewarm_bytes_current = get(st.tier_.rewarm_bytes_current);
+    t.rewarm_waiting = get(st.tier_.rewarm_waiting);
+    t.get_hits_ssd = get(st.tier_.get_hits_ssd);
+    t.ssd_evicted_objects = get(st.tier_.ssd_evicted_objects);
+    t.ssd_evicted_bytes = get(st.tier_.ssd_evicted_bytes);
+    t.io_errors = get(st.tier_.io_errors);
+    t.corrupt_blobs = get(st.tier_.corrupt_blobs);
+    t.writes_paused = !st.SsdWritable();
+    t.write_pauses = get(st.tier_.write_pauses);
+    t.prefetch_scheduled = get(st.tier_.prefetch_scheduled);
+    t.write_through_dropped = get(st.tier_.write_through_dropped);
+    t.recovered = st.recovery_;
   }
   return s;
 }

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
   } else if (m.store().has_ssd()) {
-    const TierStats t = m.store().Stats().tier;
+    const TierStats t = m.store().admin().Stats().tier;
     spdlog::info(
         "SSD tier: {} in {}, {} I/O{}; recovered {} objects ({}), dropped {} corrupt and {} "
         "duplicate blobs",
