@@ -2,8 +2,8 @@
 // entry point), the replica helpers and the two-phase put. The rest of the
 // store is split by responsibility: reads and leases (store_lease.cc), lookups
 // and removal (store_lookup.cc), the operator's side door (store_admin.cc),
-// snapshots and figures (store_view.cc), pins (store_pin.cc), batches (store_batch.cc), space and eviction
-// (store_space.cc), the SSD tier (store_tier.cc), the feed (change_feed.cc).
+// snapshots and figures (store_view.cc), pins (store_pin.cc), batches (store_batch.cc), space and
+// eviction (store_space.cc), the SSD tier (store_tier.cc), the feed (change_feed.cc).
 #include "store/store.h"
 
 #include <sys/random.h>
