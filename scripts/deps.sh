@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  g++ cmake ninja-build ccache pkg-config make clang-format
+  g++ clang cmake ninja-build ccache pkg-config make clang-format
   libspdlog-dev libfmt-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libhiredis-dev
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack

@@ -98,25 +98,6 @@ Store::Shard& Store::ShardOfId(uint64_t id) {
   return *shards_[(id & 0xff) & (options_.shards - 1)];
 }
 
-// Ids are 56 unpredictable bits above the shard index: splitmix64 over a
-// per-shard state seeded from the kernel's random source. An id is only ever
-// honoured for the session it was granted to; being hard to guess keeps a buggy
-// client from hitting a live id of its own by accident.
-uint64_t Store::NextId(Shard& shard) {
-  for (;;) {
-    uint64_t z = (shard.id_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const uint64_t id = (z << 8) | shard.index;
-    if ((z << 8) == 0 || shard.pending.count(id) != 0 || shard.leases.count(id) != 0 ||
-        shard.pins.count(id) != 0) {
-      continue;
-    }
-    return id;
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Announcements and small helpers (shard lock held).
 
@@ -150,28 +131,10 @@ void Store::AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause c
   Announce(kv, blob.group_id, blob.size, Medium::kDram, false, cause);
 }
 
-bool Store::LeasedLocked(const Blob& blob, int64_t now) const {
-  return blob.leases > 0 && now <= blob.lease_deadline;
-}
-
-void Store::TouchLocked(Shard& shard, Map::value_type& kv, int64_t now) {
-  Entry& e = kv.second;
-  e.last_access = now;
-  if (e.dram_hook.queued || e.current) {
-    e.dram_hook.owner = &kv;
-    e.dram_hook.key = &kv.first;
-    shard.dram_queue->Touch(e.dram_hook);
-  }
-  if (e.ssd_hook.queued) shard.ssd_queue.Touch(e.ssd_hook);
-}
-
-void Store::EraseFromLruLocked(Shard& shard, Entry& e) { shard.dram_queue->Erase(e.dram_hook); }
-
 void Store::FreeZombieLocked(Shard& shard, Blob* blob) {
-  if (!blob->zombie || blob->leases > 0 || blob->pins > 0) return;
-  shard.zombie_bytes -= blob->extent.size;
-  FreeExtent(blob->extent, blob->size);
-  shard.zombies.erase(blob);
+  if (std::unique_ptr<Blob> freed = shard.TakeFreedZombie(blob)) {
+    FreeExtent(freed->extent, freed->size);
+  }
 }
 
 void Store::UnpinLocked(Shard& shard, Blob* blob) {
@@ -182,14 +145,11 @@ void Store::UnpinLocked(Shard& shard, Blob* blob) {
 // A readable blob leaves the index: free it now, or keep it as a zombie while
 // read leases still point at it.
 void Store::RetireLocked(Shard& shard, std::unique_ptr<Blob> blob) {
-  if (blob->leases > 0 && !LeasedLocked(*blob, clock_->NowNanos())) {
+  if (blob->leases > 0 && !blob->Leased(clock_->NowNanos())) {
     ReapShardLocked(shard, clock_->NowNanos());  // detaches the expired lease records
   }
   if (blob->leases > 0 || blob->pins > 0) {
-    blob->zombie = true;
-    shard.zombie_bytes += blob->extent.size;
-    Blob* raw = blob.get();
-    shard.zombies.emplace(raw, std::move(blob));
+    shard.KeepZombie(std::move(blob));
     return;
   }
   FreeExtent(blob->extent, blob->size);
@@ -212,7 +172,7 @@ void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
 void Store::EraseIfEmptyLocked(Shard& shard, Map::iterator it) {
   Entry& e = it->second;
   if (e.current || e.pending || e.ssd) return;
-  EraseFromLruLocked(shard, e);
+  shard.EraseFromDramQueue(e);
   shard.map.erase(it);
 }
 
@@ -241,7 +201,7 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->size = size;
   blob->group_id = std::string(options.group_id);
   blob->dram_only = options.dram_only;
-  blob->alloc_id = NextId(shard);
+  blob->alloc_id = shard.NextId();
   blob->owner = caller.session;
   blob->name_space = std::string(caller.name_space);
   blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
@@ -263,13 +223,13 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     st = CheckPutLocked(shard, composite, options);
   }
   if (!st.ok()) return finish(st);
   Result<Extent> space = AllocateSpace(size);
   if (!space.ok()) return finish(space.status());
-  std::lock_guard lock(shard.mu);
+  ShardLock lock(shard.mu);
   st = CheckPutLocked(shard, composite, options);  // a racing put may have won meanwhile
   if (!st.ok()) {
     FreeExtent(*space, size);
@@ -311,7 +271,7 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
   if (generation != nullptr) *generation = e.generation;
   e.name_space = std::move(blob->name_space);
   e.current = std::move(blob);
-  TouchLocked(shard, kv, now);
+  shard.Touch(kv, now);
   AnnounceStored(kv, *e.current);
   if (ssd_ && options_.ssd_write_through && !e.current->dram_only) {
     EnqueueTierJob([this, index = shard.index,
@@ -326,7 +286,7 @@ Status Store::Commit(const Caller& caller, uint64_t alloc_id, std::span<const Kn
   Shard& shard = ShardOfId(alloc_id);
   Status st;
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     st = CommitLocked(shard, alloc_id, caller.session, known, generation);
   }
   DrainSsdTrash();  // an upsert may have replaced an SSD replica
@@ -336,7 +296,7 @@ Status Store::Commit(const Caller& caller, uint64_t alloc_id, std::span<const Kn
 
 Status Store::Abort(const Caller& caller, uint64_t alloc_id) {
   Shard& shard = ShardOfId(alloc_id);
-  std::lock_guard lock(shard.mu);
+  ShardLock lock(shard.mu);
   auto pit = shard.pending.find(alloc_id);
   if (pit == shard.pending.end() || pit->second->second.pending->owner != caller.session) {
     return NotFound("unknown alloc id");

@@ -69,6 +69,7 @@
 #include "store/op_stats.h"
 #include "store/pin_budgets.h"
 #include "store/quarantine.h"
+#include "store/shard.h"
 #include "store/store_admin.h"
 #include "store/store_types.h"
 #include "tierkv/status.h"
@@ -206,19 +207,18 @@ class Store {
  private:
   friend class StoreAdmin;
   friend class StorePins;
-  struct Blob;
-  struct Entry;
-  struct Shard;
+  using Blob = storage::Blob;
+  using Entry = storage::Entry;
+  using Shard = storage::Shard;
+  using SsdReplica = storage::SsdReplica;
+  using Map = storage::Map;
   struct Victim;
-  struct SsdReplica;
-  using Map = std::unordered_map<std::string, Entry>;
 
   Store(const StoreOptions& options, std::unique_ptr<DramPool> dram);
 
   Shard& ShardFor(std::string_view composite);
   Shard& ShardOfId(uint64_t id);
   uint32_t ShardIndex(std::string_view composite) const;
-  static uint64_t NextId(Shard& shard);  // shard lock held
   // Item indices ordered by shard; *shard_of gets each item's shard index.
   std::vector<uint32_t> ShardOrder(std::span<const std::string> composites,
                                    std::vector<uint32_t>* shard_of) const;
@@ -229,22 +229,27 @@ class Store {
                   Fn fn);
 
   // Per-item bodies; the shard lock is held by the caller.
-  Status CheckPutLocked(Shard& shard, const std::string& composite, const PutOptions& options);
+  Status CheckPutLocked(Shard& shard, const std::string& composite, const PutOptions& options)
+      TIERKV_REQUIRES(shard.mu);
   Result<AllocGrant> InstallPendingLocked(Shard& shard, const std::string& composite,
                                           const Caller& caller, uint64_t size,
-                                          const PutOptions& options, const Extent& extent);
+                                          const PutOptions& options, const Extent& extent)
+      TIERKV_REQUIRES(shard.mu);
   Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
-                      std::span<const KnownChecksum> known = {}, uint64_t* generation = nullptr);
+                      std::span<const KnownChecksum> known = {}, uint64_t* generation = nullptr)
+      TIERKV_REQUIRES(shard.mu);
   // NOT_FOUND with *cold set when only an SSD replica exists. `now`: the
   // clock read once per call (once for a whole batch).
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
                                  int64_t now, bool* cold = nullptr, bool from_ssd = false,
-                                 ReadHold hold = ReadHold::kLease);
+                                 ReadHold hold = ReadHold::kLease) TIERKV_REQUIRES(shard.mu);
   // Lease of a cold key: rewarm, then lease (shard lock not held).
   Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
-  Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, int64_t now);
-  Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite);
-  Status RemoveLocked(Shard& shard, const std::string& composite);
+  Status ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, int64_t now)
+      TIERKV_REQUIRES(shard.mu);
+  Result<ObjectInfo> QueryLocked(Shard& shard, const std::string& composite)
+      TIERKV_REQUIRES(shard.mu);
+  Status RemoveLocked(Shard& shard, const std::string& composite) TIERKV_REQUIRES(shard.mu);
   RemoveAllResult RemoveTenant(std::string_view tenant, bool force);  // uncounted
   // The maintenance pass, watermark eviction and the wait for the tier worker
   // (StoreAdmin exposes them).
@@ -254,23 +259,19 @@ class Store {
   void WaitTierIdle();
 
   // Helpers for blobs and entries; shard lock held.
-  void RetireLocked(Shard& shard, std::unique_ptr<Blob> blob);
-  void DropPendingLocked(Shard& shard, Map::iterator it, bool revoked);
-  void EraseIfEmptyLocked(Shard& shard, Map::iterator it);
-  void TouchLocked(Shard& shard, Map::value_type& kv, int64_t now);
-  // Takes e's DRAM replica off its eviction queue.
-  void EraseFromLruLocked(Shard& shard, Entry& e);
+  void RetireLocked(Shard& shard, std::unique_ptr<Blob> blob) TIERKV_REQUIRES(shard.mu);
+  void DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) TIERKV_REQUIRES(shard.mu);
+  void EraseIfEmptyLocked(Shard& shard, Map::iterator it) TIERKV_REQUIRES(shard.mu);
   void AnnounceStored(Map::value_type& kv, const Blob& blob);
   void AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause);
   void Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
                 bool stored, RemoveCause cause);
-  void UnpinLocked(Shard& shard, Blob* blob);
+  void UnpinLocked(Shard& shard, Blob* blob) TIERKV_REQUIRES(shard.mu);
   // Appends kv's replicas announced at or before `watermark` (shard lock held).
   static void CopyReadable(const Map::value_type& kv, uint64_t watermark,
                            std::vector<SnapshotRecord>* out);
-  void FreeZombieLocked(Shard& shard, Blob* blob);
-  size_t ReapShardLocked(Shard& shard, int64_t now);
-  bool LeasedLocked(const Blob& blob, int64_t now) const;
+  void FreeZombieLocked(Shard& shard, Blob* blob) TIERKV_REQUIRES(shard.mu);
+  size_t ReapShardLocked(Shard& shard, int64_t now) TIERKV_REQUIRES(shard.mu);
 
   // Space.
   Result<Extent> AllocateSpace(uint64_t size);
@@ -291,8 +292,10 @@ class Store {
 
   // SSD tier (store_tier.cc). None of these hold a shard lock on entry.
   std::shared_ptr<SsdReplica> MakeReplica(SsdBlob blob);
-  void InstallSsdLocked(Shard& shard, Map::value_type& kv, std::shared_ptr<SsdReplica> replica);
-  std::shared_ptr<SsdReplica> DropSsdLocked(Shard& shard, Map::value_type& kv, RemoveCause cause);
+  void InstallSsdLocked(Shard& shard, Map::value_type& kv, std::shared_ptr<SsdReplica> replica)
+      TIERKV_REQUIRES(shard.mu);
+  std::shared_ptr<SsdReplica> DropSsdLocked(Shard& shard, Map::value_type& kv, RemoveCause cause)
+      TIERKV_REQUIRES(shard.mu);
   // Writes the DRAM value of `composite` to SSD (if it has none yet); with
   // `drop_dram` the DRAM replica is dropped after, when nobody uses it and it
   // was not touched since `last_access` (-1: do not check). Returns whether the

@@ -16,7 +16,7 @@ size_t StoreAdmin::CountReadable(std::string_view tenant, std::span<const std::s
     if (!s.rules_.Tenant(tenant).ok() || !s.rules_.Key(key).ok()) continue;
     const std::string composite = Composite(tenant, key);
     Store::Shard& shard = *s.shards_[s.ShardIndex(composite)];
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     n += it != shard.map.end() && it->second.readable() ? 1 : 0;
   }
@@ -35,7 +35,7 @@ size_t StoreAdmin::EvictKeys(std::string_view tenant, std::span<const std::strin
     bool dram = false;
     uint64_t dram_bytes = 0;
     {
-      std::lock_guard lock(shard.mu);
+      ShardLock lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || !it->second.readable()) continue;
       last_access = it->second.last_access;
@@ -63,7 +63,7 @@ size_t StoreAdmin::Prefetch(std::string_view tenant, std::span<const std::string
     std::string composite = Composite(tenant, key);
     Store::Shard& shard = s.ShardFor(composite);
     {
-      std::lock_guard lock(shard.mu);
+      ShardLock lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || it->second.current || !it->second.ssd ||
           shard.rewarms.InFlight(composite)) {
@@ -88,7 +88,7 @@ Status StoreAdmin::RemoveIfAt(const ObjectRef& ref, uint64_t generation) {
   Store::Shard& shard = s.ShardFor(composite);
   Status st;
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable() || it->second.generation != generation) {
       return NotFound("not held at generation " + std::to_string(generation));
@@ -103,7 +103,7 @@ Result<RemoveAllResult> StoreAdmin::RemoveAllTenants(const Caller& caller, bool 
   Store& s = *store_;
   std::set<std::string> tenants;
   for (auto& shard_ptr : s.shards_) {
-    std::lock_guard lock(shard_ptr->mu);
+    ShardLock lock(shard_ptr->mu);
     for (const auto& kv : shard_ptr->map) tenants.emplace(TenantOf(kv.first));
   }
   RemoveAllResult total;

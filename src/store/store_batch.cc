@@ -69,7 +69,7 @@ void ForEachByShard(const std::vector<uint32_t>& order, const std::vector<bool>&
       continue;
     }
     auto& shard = shard_of(order[i]);
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     while (i < order.size() && (!valid[order[i]] || &shard_of(order[i]) == &shard)) {
       if (valid[order[i]]) fn(shard, order[i]);
       ++i;
@@ -87,15 +87,17 @@ constexpr size_t kLookupWindow = 16;
 // of the window, the bucket of every item's key (`key_of(i)`) is computed,
 // then the loads of every bucket and its first entry are started, in two tight
 // loops: so the cache misses of the window's lookups overlap instead of
-// following one another.
+// following one another. The lock analysis cannot follow a window of locks;
+// `fn` states that it requires its shard's lock, and gets it.
 template <typename ShardOf, typename KeyOf, typename Fn>
-void ForEachKeyByShard(const std::vector<uint32_t>& order, const std::vector<bool>& valid,
-                       ShardOf shard_of, KeyOf key_of, Fn fn) {
+TIERKV_NO_THREAD_SAFETY_ANALYSIS void ForEachKeyByShard(const std::vector<uint32_t>& order,
+                                                        const std::vector<bool>& valid,
+                                                        ShardOf shard_of, KeyOf key_of, Fn fn) {
   using ShardT = std::remove_reference_t<decltype(shard_of(0u))>;
   struct Held {
     std::array<ShardT*, kLookupWindow> shards{};
     size_t n = 0;
-    void Release() {
+    void Release() TIERKV_NO_THREAD_SAFETY_ANALYSIS {
       while (n > 0) shards[--n]->mu.unlock();
     }
     ~Held() { Release(); }
@@ -154,7 +156,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
     const std::string composite = Composite(tenant, item.key);
     Shard& shard = ShardFor(composite);
     {
-      std::lock_guard lock(shard.mu);
+      ShardLock lock(shard.mu);
       st = CheckPutLocked(shard, composite, item.options);
     }
     if (!st.ok()) {
@@ -166,7 +168,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
       out.emplace_back(space.status());
       continue;
     }
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     st = CheckPutLocked(shard, composite, item.options);
     if (!st.ok()) {
       FreeExtent(*space, item.size);
@@ -185,7 +187,10 @@ std::vector<Status> Store::BatchCommit(const Caller& caller, std::span<const uin
   std::vector<bool> valid(ids.size(), true);
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
-      [&](Shard& shard, uint32_t i) { out[i] = CommitLocked(shard, ids[i], caller.session); });
+      [&](Shard& shard, uint32_t i) {
+        shard.mu.AssertHeld();  // ForEach*ByShard holds it
+        out[i] = CommitLocked(shard, ids[i], caller.session);
+      });
   op_stats_.RecordBatch(Op::kBatchUpdateState, Op::kUpdateState, CodesOf(out), caller.rank);
   return out;
 }
@@ -198,6 +203,7 @@ std::vector<Status> Store::BatchRelease(const Caller& caller, std::span<const ui
   ForEachByShard(
       order, valid, [&](uint32_t i) -> Shard& { return ShardOfId(ids[i]); },
       [&](Shard& shard, uint32_t i) {
+        shard.mu.AssertHeld();  // ForEach*ByShard holds it
         out[i] = ReleaseLocked(shard, ids[i], caller.session, now);
       });
   return out;
@@ -236,6 +242,7 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
   auto out = KeyedBatch<Result<LeaseGrant>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<LeaseGrant>>& res) {
         ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
+          shard.mu.AssertHeld();  // ForEach*ByShard holds it
           bool cold = false;
           res[i] = LeaseLocked(shard, composites[i], caller, now, &cold, false, hold);
           if (cold) cold_items.push_back(i);
@@ -263,6 +270,7 @@ std::vector<Status> Store::BatchExist(const Caller& caller, std::string_view ten
   auto out =
       KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
         ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
+          shard.mu.AssertHeld();  // ForEach*ByShard holds it
           auto it = shard.map.find(composites[i]);
           if (it == shard.map.end() || !it->second.readable()) {
             res[i] = NotFound("key not found");
@@ -279,8 +287,10 @@ std::vector<Result<ObjectInfo>> Store::BatchQuery(const Caller& caller, std::str
   std::vector<bool> valid;
   auto out = KeyedBatch<Result<ObjectInfo>>(
       *this, tenant, keys, composites, valid, [&](std::vector<Result<ObjectInfo>>& res) {
-        ForEachKey(composites, valid,
-                   [&](Shard& shard, uint32_t i) { res[i] = QueryLocked(shard, composites[i]); });
+        ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
+          shard.mu.AssertHeld();  // ForEach*ByShard holds it
+          res[i] = QueryLocked(shard, composites[i]);
+        });
       });
   op_stats_.RecordBatch(Op::kBatchQuery, Op::kQuery, CodesOf(out), caller.rank);
   return out;
@@ -292,8 +302,10 @@ std::vector<Status> Store::BatchRemove(const Caller& caller, std::string_view te
   std::vector<bool> valid;
   auto out =
       KeyedBatch<Status>(*this, tenant, keys, composites, valid, [&](std::vector<Status>& res) {
-        ForEachKey(composites, valid,
-                   [&](Shard& shard, uint32_t i) { res[i] = RemoveLocked(shard, composites[i]); });
+        ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
+          shard.mu.AssertHeld();  // ForEach*ByShard holds it
+          res[i] = RemoveLocked(shard, composites[i]);
+        });
       });
   DrainSsdTrash();
   op_stats_.RecordBatch(Op::kBatchRemove, Op::kRemove, CodesOf(out), caller.rank);

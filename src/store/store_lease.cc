@@ -45,7 +45,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   }
   Blob& blob = *it->second.current;
   (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
-  TouchLocked(shard, *it, now);
+  shard.Touch(*it, now);
   uint8_t* const data = dram_->base() + blob.extent.offset;
   if (hold == ReadHold::kLocate) {
     // The only read of the generation table on a get: a leased get needs none.
@@ -53,7 +53,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
         0, blob.extent.offset, blob.size, 0, data, dram_->Generation(blob.extent.offset)};
   }
   const int64_t deadline = now + MsToNs(options_.lease_ms);
-  const uint64_t id = NextId(shard);
+  const uint64_t id = shard.NextId();
   shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
@@ -70,7 +70,7 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref, Read
   Shard& shard = ShardFor(composite);
   bool cold = false;
   Result<LeaseGrant> r = [&] {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     return LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, false, hold);
   }();
   if (cold) r = LeaseCold(shard, composite, caller);
@@ -101,7 +101,7 @@ Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, i
 
 Status Store::Release(const Caller& caller, uint64_t lease_id) {
   Shard& shard = ShardOfId(lease_id);
-  std::lock_guard lock(shard.mu);
+  ShardLock lock(shard.mu);
   return ReleaseLocked(shard, lease_id, caller.session, clock_->NowNanos());
 }
 

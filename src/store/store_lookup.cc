@@ -27,7 +27,7 @@ Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite
     info.size = blob.size;
     info.group_id = blob.group_id;
     info.media |= MediumBit(Medium::kDram);
-    info.active_leases = LeasedLocked(blob, now) ? blob.leases : 0;
+    info.active_leases = blob.Leased(now) ? blob.leases : 0;
     if (info.active_leases > 0) {
       info.lease_expires_unix_ms = wall_now + (blob.lease_deadline - now) / 1'000'000;
     }
@@ -41,7 +41,7 @@ Status Store::Exist(const Caller& caller, const ObjectRef& ref) {
   if (st.ok()) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) st = NotFound("key not found");
   }
@@ -58,7 +58,7 @@ Result<ObjectInfo> Store::Query(const Caller& caller, const ObjectRef& ref) {
   const std::string composite = Composite(ref.tenant, ref.key);
   Shard& shard = ShardFor(composite);
   Result<ObjectInfo> r = [&] {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     return QueryLocked(shard, composite);
   }();
   op_stats_.Record(Op::kQuery, r.code(), caller.rank);
@@ -72,7 +72,7 @@ Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
   --shard.readable;
   if (e.current) {
     std::unique_ptr<Blob> old = std::move(e.current);
-    EraseFromLruLocked(shard, e);
+    shard.EraseFromDramQueue(e);
     AnnounceRemoved(*it, *old, RemoveCause::kRemoved);
     RetireLocked(shard, std::move(old));
   }
@@ -87,7 +87,7 @@ Status Store::Remove(const Caller& caller, const ObjectRef& ref) {
     const std::string composite = Composite(ref.tenant, ref.key);
     Shard& shard = ShardFor(composite);
     {
-      std::lock_guard lock(shard.mu);
+      ShardLock lock(shard.mu);
       st = RemoveLocked(shard, composite);
     }
     DrainSsdTrash();  // the removal is on disk when the call returns
@@ -111,6 +111,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
     const int64_t now = clock_->NowNanos();
     for (auto& shard_ptr : shards_) {
       Shard& shard = *shard_ptr;
+      shard.mu.AssertHeld();  // every shard was locked above
       for (auto it = shard.map.begin(); it != shard.map.end();) {
         auto next = std::next(it);
         if (TenantOf(it->first) == tenant) {
@@ -124,7 +125,7 @@ RemoveAllResult Store::RemoveTenant(std::string_view tenant, bool force) {
             }
           }
           if (has_current) {
-            if (!force && e.current && LeasedLocked(*e.current, now)) {
+            if (!force && e.current && e.current->Leased(now)) {
               ++out.skipped;
             } else {
               ++out.removed;
@@ -166,7 +167,7 @@ Result<std::vector<std::string>> Store::ListKeys(const Caller& caller, std::stri
   }
   std::vector<std::string> keys;
   for (auto& shard_ptr : shards_) {
-    std::lock_guard lock(shard_ptr->mu);
+    ShardLock lock(shard_ptr->mu);
     for (const auto& kv : shard_ptr->map) {
       if (!kv.second.readable() || TenantOf(kv.first) != tenant) continue;
       std::string_view key = KeyOf(kv.first);

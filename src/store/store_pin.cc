@@ -18,7 +18,7 @@ Result<PinGrant> StorePins::Pin(uint64_t owner, const ObjectRef& ref, uint64_t g
   Store::Shard& shard = s.ShardFor(composite);
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
     {
-      std::lock_guard lock(shard.mu);
+      ShardLock lock(shard.mu);
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
       Store::Entry& e = it->second;
@@ -28,8 +28,9 @@ Result<PinGrant> StorePins::Pin(uint64_t owner, const ObjectRef& ref, uint64_t g
                         ")");
       }
       if (Store::Blob* blob = e.current.get()) {
-        Result<uint64_t> id = s.pin_budgets_.Add(owner, blob, blob->extent.size, budget_bytes,
-                                                 [&] { return Store::NextId(shard); });
+        Result<uint64_t> id =
+            s.pin_budgets_.Add(owner, blob, blob->extent.size, budget_bytes,
+                               [&]() TIERKV_REQUIRES(shard.mu) { return shard.NextId(); });
         if (!id.ok()) return id.status();
         shard.pins.emplace(*id, std::make_pair(blob, owner));
         ++blob->pins;
@@ -47,7 +48,7 @@ Result<PinGrant> StorePins::Pin(uint64_t owner, const ObjectRef& ref, uint64_t g
 Status StorePins::Unpin(uint64_t owner, uint64_t pin_id) {
   Store& s = *store_;
   Store::Shard& shard = s.ShardOfId(pin_id);
-  std::lock_guard lock(shard.mu);
+  ShardLock lock(shard.mu);
   auto it = shard.pins.find(pin_id);
   if (it == shard.pins.end() || it->second.second != owner) return NotFound("unknown pin id");
   Store::Blob* blob = it->second.first;

@@ -81,7 +81,7 @@ std::vector<Store::Victim> Store::TailVictims(bool ssd, const VictimFilter& usab
   std::vector<QueueHook*> picked;
   for (uint32_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[i];
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     const int64_t now = clock_->NowNanos();
     EvictionQueue& queue = ssd ? static_cast<EvictionQueue&>(shard.ssd_queue) : *shard.dram_queue;
     picked.clear();
@@ -105,10 +105,11 @@ std::vector<Store::Victim> Store::TailVictims(bool ssd, const VictimFilter& usab
 std::vector<Store::Victim> Store::GatherVictims() {
   const Shard* reaped = nullptr;  // expired leases are detached once per shard
   return TailVictims(/*ssd=*/false, [&](Shard& shard, const Map::value_type& kv, int64_t now) {
+    shard.mu.AssertHeld();  // TailVictims holds it
     const Entry& e = kv.second;
     if (e.current->pins > 0) return false;  // being copied to SSD
     if (e.current->leases == 0) return true;
-    if (LeasedLocked(*e.current, now)) return false;
+    if (e.current->Leased(now)) return false;
     if (reaped != &shard) {
       ReapShardLocked(shard, now);
       reaped = &shard;
@@ -120,16 +121,16 @@ std::vector<Store::Victim> Store::GatherVictims() {
 bool Store::EvictVictim(const Victim& victim) {
   if (ssd_) return MoveDown(victim.shard, victim.composite, victim.last_access, /*drop_dram=*/true);
   Shard& shard = *shards_[victim.shard];
-  std::lock_guard lock(shard.mu);
+  ShardLock lock(shard.mu);
   auto it = shard.map.find(victim.composite);
   if (it == shard.map.end() || !it->second.current) return false;
   Entry& e = it->second;
   const int64_t now = clock_->NowNanos();
-  if (e.last_access != victim.last_access || LeasedLocked(*e.current, now)) return false;
+  if (e.last_access != victim.last_access || e.current->Leased(now)) return false;
   if (e.current->leases > 0) ReapShardLocked(shard, now);
   std::unique_ptr<Blob> blob = std::move(e.current);
   --shard.readable;
-  EraseFromLruLocked(shard, e);
+  shard.EraseFromDramQueue(e);
   evicted_objects_.fetch_add(1, std::memory_order_relaxed);
   evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);
   AnnounceRemoved(*it, *blob, RemoveCause::kEvicted);
@@ -195,7 +196,7 @@ size_t Store::RunMaintenance() {
   const int64_t now = clock_->NowNanos();
   for (auto& shard_ptr : shards_) {
     Shard& shard = *shard_ptr;
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     ReapShardLocked(shard, now);
     for (auto pit = shard.pending.begin(); pit != shard.pending.end();) {
       Map::value_type* kv = pit->second;

@@ -42,7 +42,7 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
     }
     const std::string composite = Composite(blob.header.tenant, blob.header.key);
     Shard& shard = ShardFor(composite);
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto [it, inserted] = shard.map.try_emplace(composite);
     if (!inserted) continue;  // the scan keeps one blob per key
     ++shard.readable;
@@ -160,14 +160,15 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
   Shard& shard = *shards_[shard_index];
   // Drops the DRAM replica if nobody uses it and it was not touched meanwhile.
   auto drop_if_idle = [&](Map::iterator it) {
+    shard.mu.AssertHeld();  // called under the lock below
     Entry& e = it->second;
     const int64_t now = clock_->NowNanos();
-    if (!drop_dram || LeasedLocked(*e.current, now) || e.current->pins > 0) return false;
+    if (!drop_dram || e.current->Leased(now) || e.current->pins > 0) return false;
     if (last_access >= 0 && e.last_access != last_access) return false;
     if (e.current->leases > 0) ReapShardLocked(shard, now);
     std::unique_ptr<Blob> blob = std::move(e.current);
     if (!e.ssd) --shard.readable;
-    EraseFromLruLocked(shard, e);
+    shard.EraseFromDramQueue(e);
     const RemoveCause cause = e.ssd ? RemoveCause::kDemoted : RemoveCause::kEvicted;
     evicted_objects_.fetch_add(1, std::memory_order_relaxed);
     evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);
@@ -182,14 +183,14 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
   BlobHeader header;
   const uint8_t* value = nullptr;
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.current) return false;
     Entry& e = it->second;
     if (last_access >= 0 && e.last_access != last_access) return false;
     if (e.current->pins > 0) return false;  // another copy to SSD is running
     if (e.ssd || e.current->dram_only || !SsdWritable() ||
-        (drop_dram && LeasedLocked(*e.current, clock_->NowNanos()))) {
+        (drop_dram && e.current->Leased(clock_->NowNanos()))) {
       return drop_if_idle(it);
     }
     pinned = e.current.get();
@@ -204,7 +205,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
   std::shared_ptr<SsdReplica> unused;  // released after the lock: its blob goes to the trash
   bool dropped = false;
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     const bool same = it != shard.map.end() && it->second.current.get() == pinned;
     // The checksum the SSD writer computed over these bytes; recorded before
@@ -233,6 +234,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
 
 std::vector<Store::Victim> Store::GatherSsdVictims() {
   return TailVictims(/*ssd=*/true, [](Shard& shard, const Map::value_type& kv, int64_t) {
+    shard.mu.AssertHeld();  // TailVictims holds it
     // Not being read.
     return kv.second.ssd.use_count() == 1 && !shard.rewarms.InFlight(kv.first);
   });
@@ -242,7 +244,7 @@ bool Store::EvictSsdVictim(const Victim& victim) {
   Shard& shard = *shards_[victim.shard];
   std::shared_ptr<SsdReplica> dropped;
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(victim.composite);
     if (it == shard.map.end() || !it->second.ssd) return false;
     Entry& e = it->second;
@@ -285,7 +287,7 @@ Status Store::Rewarm(Shard& shard, const std::string& composite) {
   SingleFlight<std::string, Status>::Joined flight;
   std::shared_ptr<SsdReplica> replica;
   {
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
     Entry& e = it->second;
@@ -316,7 +318,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   if (space.ok()) st = ssd_->Read(replica->blob, dram_->base() + space->offset);
   tier_.rewarm_bytes_current.fetch_sub(size, std::memory_order_relaxed);
 
-  std::lock_guard lock(shard.mu);
+  ShardLock lock(shard.mu);
   auto it = shard.map.find(composite);
   const bool found = it != shard.map.end();
   shard.rewarms.Forget(composite, ticket);
@@ -350,7 +352,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   blob->group_id = replica->blob.header.group_id;
   blob->digests.Remember(0, size, size, replica->blob.header.value_checksum);  // verified
   it->second.current = std::move(blob);
-  TouchLocked(shard, *it, clock_->NowNanos());
+  shard.Touch(*it, clock_->NowNanos());
   AnnounceStored(*it, *it->second.current);
   tier_.rewarm.fetch_add(1, std::memory_order_relaxed);
   tier_.rewarm_bytes.fetch_add(size, std::memory_order_relaxed);
@@ -362,7 +364,7 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
     if (Status st = Rewarm(shard, composite); !st.ok()) return st;
     bool cold = false;
-    std::lock_guard lock(shard.mu);
+    ShardLock lock(shard.mu);
     Result<LeaseGrant> r =
         LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, /*from_ssd=*/true);
     if (r.ok() || !cold) return r;

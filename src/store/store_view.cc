@@ -56,7 +56,7 @@ uint64_t StoreAdmin::Snapshot(
       } else {
         shard.mu.LockAfterWaiters();  // writers queued behind the last slice go first
       }
-      std::lock_guard lock(shard.mu, std::adopt_lock);
+      ShardLock lock(shard.mu, std::adopt_lock);
       if (next == 0) {
         buckets = shard.map.bucket_count();
       } else if (shard.map.bucket_count() != buckets) {
@@ -100,7 +100,7 @@ StoreStats StoreAdmin::Stats() const {
   const Store& st = *store_;
   StoreStats s;
   for (const auto& shard_ptr : st.shards_) {
-    std::lock_guard lock(shard_ptr->mu);
+    ShardLock lock(shard_ptr->mu);
     s.objects += shard_ptr->readable;
     s.pending_allocs += shard_ptr->pending.size();
     for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.blob != nullptr;
