@@ -158,22 +158,22 @@ Moved MoveBatch(const peer::PeerCaller& caller, const std::string& source_id,
 }  // namespace
 
 DrainJobs::DrainJobs(const HaStateProvider* membership, std::string self,
-                     std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers)
+                     std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers,
+                     Scheduler* scheduler)
     : membership_(membership),
       self_(std::move(self)),
       credentials_(std::move(credentials)),
-      numbers_(std::move(numbers)) {}
+      numbers_(std::move(numbers)),
+      runner_((scheduler ? scheduler : ThreadScheduler())->Queue({})) {}
 
 DrainJobs::~DrainJobs() { Stop(); }
 
 void DrainJobs::Stop() {
-  std::thread t;
   {
     std::lock_guard lock(mu_);
     if (running_) running_->Stop();
-    t = std::move(runner_);
   }
-  if (t.joinable()) t.join();
+  runner_->Stop();  // waits for the job (which takes mu_ to finish)
 }
 
 Result<std::string> DrainJobs::Start(const std::string& segment, const std::string& node) {
@@ -237,7 +237,6 @@ Result<std::string> DrainJobs::Start(const std::string& segment, const std::stri
   }
   std::lock_guard lock(mu_);
   if (running_) return Status(Code::kRetry, "drain job " + running_->view.id + " is running");
-  if (runner_.joinable()) runner_.join();  // the previous job's thread has ended
   job->view.id = "job_" + std::to_string(numbers_ ? number : next_id_++);
   job->view.state = "running";
   job->view.source = source;
@@ -249,8 +248,12 @@ Result<std::string> DrainJobs::Start(const std::string& segment, const std::stri
     jobs_.erase(order_.front());
     order_.pop_front();
   }
+  if (!runner_->Post([this, job] { Run(job); })) {
+    job->view.state = "failed";
+    job->view.error = "this manager is shutting down";
+    return Status(Code::kUnavailable, job->view.error);
+  }
   running_ = job;
-  runner_ = std::thread([this, job] { Run(job); });
   return job->view.id;
 }
 

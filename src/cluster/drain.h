@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/scheduler.h"
 #include "http/ports/cluster.h"
 #include "http/ports/drain.h"
 #include "tierkv/status.h"
@@ -43,9 +44,11 @@ class DrainJobs final : public DrainControl {
   using JobNumbers = std::function<Result<uint64_t>()>;
 
   // `membership` (members, coordinator role) is not owned. `self` is this
-  // manager's node id.
+  // manager's node id. Jobs run on a work queue of `scheduler` (null:
+  // ThreadScheduler()).
   DrainJobs(const HaStateProvider* membership, std::string self,
-            std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers = nullptr);
+            std::shared_ptr<const PeerCredentials> credentials, JobNumbers numbers = nullptr,
+            Scheduler* scheduler = nullptr);
   ~DrainJobs();
 
   // Starts a job for `segment` ("rank-<R>-dram" / "rank-<R>-ssd") or, when
@@ -58,7 +61,7 @@ class DrainJobs final : public DrainControl {
   Result<DrainJobView> Query(const std::string& id) const override;
   // Asks a running job to stop; OK also when it had already ended.
   Status Cancel(const std::string& id) override;
-  // Stops the running job and joins it (shutdown).
+  // Stops the running job and waits for it (shutdown); Start refuses after.
   void Stop();
   // Jobs and objects of this manager's jobs so far (a running job's objects
   // count as they are moved).
@@ -75,10 +78,10 @@ class DrainJobs final : public DrainControl {
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   std::deque<std::string> order_;  // job ids, oldest first
   std::shared_ptr<Job> running_;
-  std::thread runner_;
   const JobNumbers numbers_;
-  uint64_t next_id_ = 1;  // without numbers_
-  DrainStats stats_;      // mu_ (running: from running_)
+  const std::unique_ptr<WorkQueue> runner_;  // one job at a time
+  uint64_t next_id_ = 1;                     // without numbers_
+  DrainStats stats_;                         // mu_ (running: from running_)
 };
 
 }  // namespace tierkv

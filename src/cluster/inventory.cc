@@ -20,12 +20,6 @@
 namespace tierkv {
 namespace {
 
-int64_t SteadyNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // The shortest time between two delta batches of one stream (Serve).
 constexpr auto kBatchGap = std::chrono::microseconds(5000);
 
@@ -329,7 +323,7 @@ class Inventory::Follower {
       if (!clean) {
         int64_t none = 0;
         lost_since_ns_.compare_exchange_strong(none, last_frame_ns_.load());
-        DropCopiesIfLost(SteadyNanos(), inv_->options_.stall_ms * 1'000'000);
+        DropCopiesIfLost(inv_->clock_->NowNanos(), inv_->options_.stall_ms * 1'000'000);
       }
       if (!clean) {
         inv_->stream_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -356,7 +350,7 @@ class Inventory::Follower {
       if (stop_) return false;
       ctx_ = &ctx;
     }
-    last_frame_ns_.store(SteadyNanos());  // the wait for the first frame counts too
+    last_frame_ns_.store(inv_->clock_->NowNanos());  // the wait for the first frame counts too
     peer::InventoryRequest req;
     req.set_requester_node(inv_->options_.node_id);
     req.set_requester_uuid(inv_->runtime_id_.Get());
@@ -387,7 +381,7 @@ class Inventory::Follower {
     FrameReader frames(reader);
     auto read = [&] {
       if (!frames.Next()) return false;
-      last_frame_ns_.store(SteadyNanos());
+      last_frame_ns_.store(inv_->clock_->NowNanos());
       inv_->frames_in_.fetch_add(1, std::memory_order_relaxed);
       inv_->bytes_in_.fetch_add(frames.frame().ByteSizeLong(), std::memory_order_relaxed);
       return true;
@@ -490,7 +484,12 @@ Inventory::Inventory(InventoryOptions options, Store* store, GlobalIndex* index,
       index_(index),
       copies_(copies),
       encoder_(std::make_unique<DeltaEncoder>(store->feed())) {
-  reconciler_ = std::thread([this] { Reconcile(); });
+  // A pass when the members change, and at least every quarter of stall_ms to
+  // look for silent streams.
+  Scheduler* scheduler = options_.scheduler ? options_.scheduler : ThreadScheduler();
+  reconciler_ =
+      scheduler->Every(std::chrono::milliseconds(std::max<int64_t>(1, options_.stall_ms / 4)),
+                       [this] { Reconcile(); });
 }
 
 Inventory::~Inventory() { Stop(); }
@@ -506,64 +505,56 @@ void Inventory::SetMembers(const std::vector<MemberView>& members) {
     for (const auto& [node, id] : expected) live[node] = id.uuid;
     copies_->Retain(live);  // copies of a member that left go with it
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    wanted_ = members;
-    changed_ = true;
-  }
-  cv_.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  wanted_ = members;
+  changed_ = true;
+  if (reconciler_) reconciler_->Wake();
 }
 
 // Starts and stops followers on its own thread, so SetMembers (called from the
 // membership watch) never waits for a follower to wind down.
 void Inventory::Reconcile() {
   std::unique_lock<std::mutex> lock(mu_);
-  // Wakes at least every quarter of stall_ms to look for silent streams.
-  const auto watch = std::chrono::milliseconds(std::max<int64_t>(1, options_.stall_ms / 4));
-  while (!stopping()) {
-    cv_.wait_for(lock, watch, [this] { return changed_ || stopping(); });
-    if (stopping()) break;
-    const int64_t now = SteadyNanos();
-    for (auto& [node, follower] : followers_) {
-      follower->DropCopiesIfLost(now, options_.stall_ms * 1'000'000);
-      if (follower->CancelIfStalled(now, options_.stall_ms * 1'000'000)) {
-        stalls_.fetch_add(1, std::memory_order_relaxed);
-        spdlog::warn(
-            "inventory of {}: no frame for {} ms (not even a heartbeat); the stream is "
-            "dropped and the view is partial until a new one completes",
-            node, options_.stall_ms);
-      }
+  if (stopping()) return;
+  const int64_t now = clock_->NowNanos();
+  for (auto& [node, follower] : followers_) {
+    follower->DropCopiesIfLost(now, options_.stall_ms * 1'000'000);
+    if (follower->CancelIfStalled(now, options_.stall_ms * 1'000'000)) {
+      stalls_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn(
+          "inventory of {}: no frame for {} ms (not even a heartbeat); the stream is "
+          "dropped and the view is partial until a new one completes",
+          node, options_.stall_ms);
     }
-    if (!changed_) continue;
-    changed_ = false;
-    const std::vector<MemberView> members = wanted_;
-    std::vector<std::unique_ptr<Follower>> retired;
-    const bool restart = std::exchange(restart_followers_, false);
-    for (auto it = followers_.begin(); it != followers_.end();) {
-      bool keep = false;
-      if (restart) {
-        retired.push_back(std::move(it->second));
-        it = followers_.erase(it);
-        continue;
-      }
-      for (const MemberView& m : members) {
-        keep |= m.node_id == it->first && m.runtime_uuid == it->second->owner().runtime_uuid;
-      }
-      if (keep) {
-        ++it;
-      } else {
-        retired.push_back(std::move(it->second));
-        it = followers_.erase(it);
-      }
+  }
+  if (!changed_) return;
+  changed_ = false;
+  const std::vector<MemberView> members = wanted_;
+  std::vector<std::unique_ptr<Follower>> retired;
+  const bool restart = std::exchange(restart_followers_, false);
+  for (auto it = followers_.begin(); it != followers_.end();) {
+    bool keep = false;
+    if (restart) {
+      retired.push_back(std::move(it->second));
+      it = followers_.erase(it);
+      continue;
     }
     for (const MemberView& m : members) {
-      if (m.node_id == options_.node_id || followers_.count(m.node_id) != 0) continue;
-      followers_[m.node_id] = std::make_unique<Follower>(this, m);
+      keep |= m.node_id == it->first && m.runtime_uuid == it->second->owner().runtime_uuid;
     }
-    lock.unlock();
-    retired.clear();  // joined outside the lock
-    lock.lock();
+    if (keep) {
+      ++it;
+    } else {
+      retired.push_back(std::move(it->second));
+      it = followers_.erase(it);
+    }
   }
+  for (const MemberView& m : members) {
+    if (m.node_id == options_.node_id || followers_.count(m.node_id) != 0) continue;
+    followers_[m.node_id] = std::make_unique<Follower>(this, m);
+  }
+  lock.unlock();
+  retired.clear();  // joined outside the lock
 }
 
 void Inventory::SetRuntimeUuid(const std::string& uuid) {
@@ -572,21 +563,20 @@ void Inventory::SetRuntimeUuid(const std::string& uuid) {
     std::lock_guard lock(served_mu_);
     for (auto& [node, served] : served_) served.cancel();  // streams of the old incarnation
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    restart_followers_ = true;  // they name the requester's incarnation
-    changed_ = true;
-  }
-  cv_.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  restart_followers_ = true;  // they name the requester's incarnation
+  changed_ = true;
+  if (reconciler_) reconciler_->Wake();
 }
 
 void Inventory::Stop() {
+  std::unique_ptr<PeriodicTask> reconciler;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_.store(true, std::memory_order_release);
+    reconciler = std::move(reconciler_);
   }
-  cv_.notify_all();
-  if (reconciler_.joinable()) reconciler_.join();
+  reconciler.reset();  // waits for a pass in progress (which takes mu_)
   std::map<std::string, std::unique_ptr<Follower>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);

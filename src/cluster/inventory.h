@@ -39,6 +39,8 @@
 #include "cluster/global_index.h"
 #include "cluster/live_members.h"
 #include "cluster/runtime_id.h"
+#include "common/clock.h"
+#include "common/scheduler.h"
 #include "http/ports/cluster.h"
 #include "store/store.h"
 
@@ -63,6 +65,8 @@ struct InventoryOptions {
   std::shared_ptr<const PeerCredentials> credentials;  // null: plaintext
   // Owner side: requesters must be live members (null: any requester; tests).
   const LiveMembers* members = nullptr;
+  Clock* clock = nullptr;          // stall times (null: the real clock)
+  Scheduler* scheduler = nullptr;  // runs the reconciler (null: ThreadScheduler())
 };
 
 // The canonical digest of a scope (hex of xxh3-64 over "tierkv-scope/v1:" +
@@ -123,11 +127,13 @@ class Inventory {
   GlobalIndex* const index_;
   CopyTracker* const copies_;
   const std::unique_ptr<DeltaEncoder> encoder_;  // owner side: every stream's changes
+  // One pass: drops silent streams, and starts and stops followers when the
+  // members changed (so SetMembers never waits for a follower to wind down).
   void Reconcile();
 
+  Clock* const clock_ = options_.clock ? options_.clock : RealClock();
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<MemberView> wanted_;  // the latest member list (mu_)
   bool changed_ = false;
   bool restart_followers_ = false;                              // every follower starts again (mu_)
@@ -140,7 +146,7 @@ class Inventory {
   std::mutex served_mu_;
   std::map<std::string, Served> served_;
   uint64_t served_ids_ = 0;
-  std::thread reconciler_;
+  std::unique_ptr<PeriodicTask> reconciler_;  // mu_; Reconcile on the scheduler
   std::atomic<uint64_t> streams_out_{0}, frames_out_{0}, bytes_out_{0}, frames_in_{0}, bytes_in_{0},
       snapshots_out_{0}, resets_out_{0}, replaced_out_{0}, refused_out_{0}, rejected_views_{0},
       stream_failures_{0}, stalls_{0};

@@ -75,7 +75,7 @@ Membership::Membership(MembershipOptions options, etcd::Client* client, const Cl
       clock_(clock),
       runtime_uuid_(RandomUuid()),
       keeper_(client, clock),
-      watcher_(client, prefix_, options_.resync_ms) {}
+      watcher_(client, prefix_, options_.resync_ms, options_.scheduler) {}
 
 Membership::~Membership() { Shutdown(); }
 
@@ -275,7 +275,9 @@ Status Membership::Register() {
                     ApplyEvents(events, rev);
                     Notify();
                   }});
-  monitor_ = std::thread([this] { Monitor(); });
+  Scheduler* scheduler = options_.scheduler ? options_.scheduler : ThreadScheduler();
+  std::lock_guard<std::mutex> lock(mu_);
+  monitor_ = scheduler->Every(std::chrono::milliseconds(100), [this] { Monitor(); });
   return Status::Ok();
 }
 
@@ -343,34 +345,29 @@ void Membership::Fence(const char* why) {
 // incarnation once etcd answers again.
 void Membership::Monitor() {
   std::unique_lock<std::mutex> lock(mu_);
-  bool stopped = false;  // the fenced incarnation's keepalive and campaign are stopped
-  int64_t next_try = 0;
-  while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
-    if (stopping_) break;
-    if (registered_.load() && !fenced_.load() && !ValidAt(clock_->NowNanos())) {
-      lock.unlock();
-      Fence("the lease was not renewed within half its TTL");
-      lock.lock();
-    }
-    if (!fenced_.load() || stopping_) continue;
-    if (!stopped) {
-      lock.unlock();
-      StopIncarnation();
-      lock.lock();
-      stopped = true;
-    }
-    const int64_t now = clock_->NowNanos();
-    if (!options_.rejoin || stopping_ || now < next_try) continue;
+  if (stopping_) return;
+  if (registered_.load() && !fenced_.load() && !ValidAt(clock_->NowNanos())) {
     lock.unlock();
-    const Status st = Rejoin();
+    Fence("the lease was not renewed within half its TTL");
     lock.lock();
-    if (st.ok()) {
-      stopped = false;
-    } else {
-      next_try = now + options_.rejoin_retry_ms * 1'000'000;
-      spdlog::debug("cluster {}: not joined again yet: {}", options_.cluster, st.ToString());
-    }
+  }
+  if (!fenced_.load() || stopping_) return;
+  if (!incarnation_stopped_) {
+    lock.unlock();
+    StopIncarnation();
+    lock.lock();
+    incarnation_stopped_ = true;
+  }
+  const int64_t now = clock_->NowNanos();
+  if (!options_.rejoin || stopping_ || now < next_rejoin_ns_) return;
+  lock.unlock();
+  const Status st = Rejoin();
+  lock.lock();
+  if (st.ok()) {
+    incarnation_stopped_ = false;
+  } else {
+    next_rejoin_ns_ = now + options_.rejoin_retry_ms * 1'000'000;
+    spdlog::debug("cluster {}: not joined again yet: {}", options_.cluster, st.ToString());
   }
 }
 
@@ -541,7 +538,12 @@ void Membership::BeginShutdown() {
   cv_.notify_all();
   fenced_.store(true);  // no more remote admission from here on
   elected_.store(false);
-  if (monitor_.joinable()) monitor_.join();
+  std::unique_ptr<PeriodicTask> monitor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    monitor = std::move(monitor_);
+  }
+  monitor.reset();  // waits for a tick in progress (which takes mu_)
   std::optional<etcd::LeaderKey> leader;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -44,6 +44,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/scheduler.h"
 #include "etcd/etcd_client.h"
 #include "etcd/lease_keeper.h"
 #include "etcd/watcher.h"
@@ -66,6 +67,7 @@ struct MembershipOptions {
   int64_t compact_every_ms = 300000;  // coordinator: compact history older than this
   bool rejoin = true;                 // re-register a new incarnation after a fence
   int64_t rejoin_retry_ms = 1000;     // between attempts while etcd does not answer
+  Scheduler* scheduler = nullptr;     // the monitor and the resync (null: ThreadScheduler())
 };
 
 // What the membership has been through, for /metrics.
@@ -210,8 +212,12 @@ class Membership final : public HaStateProvider {
   bool stopping_ = false;
   bool left_ = false;
   std::optional<etcd::LeaderKey> leader_key_;  // ours, once elected (mu_)
-  std::thread monitor_;
-  std::thread campaign_;
+  // Every 100 ms: turns an expired validity into a fence, stops a fenced
+  // incarnation and joins again (Monitor, mu_).
+  std::unique_ptr<PeriodicTask> monitor_;
+  bool incarnation_stopped_ = false;  // the fenced incarnation's keepalive and campaign (mu_)
+  int64_t next_rejoin_ns_ = 0;        // mu_
+  std::thread campaign_;              // blocks in the election RPC, then compacts as coordinator
 };
 
 }  // namespace tierkv

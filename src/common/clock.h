@@ -1,5 +1,6 @@
-// Clock seam: the store reads time only through this interface so tests can
-// drive lease and grant expiry deterministically.
+// Clock seam: components read time through this interface (with the
+// Scheduler of common/scheduler.h for their threads) so tests can drive
+// expiry, stalls and fences deterministically on a ManualClock.
 #ifndef TIERKV_COMMON_CLOCK_H_
 #define TIERKV_COMMON_CLOCK_H_
 

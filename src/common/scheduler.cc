@@ -1,6 +1,8 @@
 #include "common/scheduler.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -54,6 +56,9 @@ class Threads final : public Scheduler {
   std::unique_ptr<PeriodicTask> Every(std::chrono::milliseconds period,
                                       std::function<void()> tick) override {
     return std::make_unique<ThreadTask>(period, std::move(tick));
+  }
+  std::unique_ptr<WorkQueue> Queue(WorkQueueOptions options) override {
+    return MakeThreadWorkQueue(std::move(options));
   }
 };
 
@@ -115,6 +120,84 @@ size_t ManualScheduler::RunDue() {
   // destroyed while RunDue runs (the test's thread owns both).
   for (Task* t : due) t->tick();
   return due.size();
+}
+
+// Jobs wait until the test runs them (RunQueued, WaitIdle), on its thread, in
+// the order posted; batches are handed to run_batch as the real queue would.
+class ManualScheduler::ManualQueue final : public WorkQueue {
+ public:
+  ManualQueue(ManualScheduler* owner, WorkQueueOptions options)
+      : owner_(owner), options_(std::move(options)) {
+    std::lock_guard<std::mutex> lock(owner_->mu_);
+    owner_->queues_.push_back(this);
+  }
+  ~ManualQueue() override {
+    std::lock_guard<std::mutex> lock(owner_->mu_);
+    owner_->queues_.remove(this);
+  }
+  bool Post(Job job, bool droppable) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return false;
+    if (droppable && options_.max_queued > 0 && jobs_.size() >= options_.max_queued) return false;
+    jobs_.push_back(std::move(job));
+    return true;
+  }
+  void WaitIdle() override {
+    while (RunBatch() > 0) {
+    }
+  }
+  size_t queued() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return jobs_.size();
+  }
+  void Stop() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    jobs_.clear();
+  }
+  // Runs the next batch; how many jobs it held.
+  size_t RunBatch() {
+    std::vector<Job> batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!jobs_.empty() && batch.size() < std::max<size_t>(options_.max_batch, 1)) {
+        batch.push_back(std::move(jobs_.front()));
+        jobs_.pop_front();
+      }
+    }
+    if (options_.run_batch && !batch.empty()) {
+      options_.run_batch(batch);
+    } else {
+      for (Job& job : batch) job();
+    }
+    return batch.size();
+  }
+
+ private:
+  ManualScheduler* const owner_;
+  const WorkQueueOptions options_;
+  mutable std::mutex mu_;
+  std::deque<Job> jobs_;
+  bool stopped_ = false;
+};
+
+std::unique_ptr<WorkQueue> ManualScheduler::Queue(WorkQueueOptions options) {
+  return std::make_unique<ManualQueue>(this, std::move(options));
+}
+
+size_t ManualScheduler::RunQueued() {
+  size_t ran = 0;
+  for (;;) {
+    std::vector<ManualQueue*> queues;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queues.assign(queues_.begin(), queues_.end());
+    }
+    size_t round = 0;
+    for (ManualQueue* q : queues) round += q->RunBatch();
+    if (round == 0) return ran;
+    ran += round;
+  }
 }
 
 size_t ManualScheduler::tasks() const {

@@ -11,7 +11,11 @@ void Watcher::Start(WatchCallbacks callbacks) {
   stop_ = false;
   (void)Reset();  // the first view before Start returns, when etcd answers
   watch_thread_ = std::thread([this] { RunWatch(); });
-  if (resync_ms_ > 0) resync_thread_ = std::thread([this] { RunResync(); });
+  if (resync_ms_ > 0) {
+    resync_ = scheduler_->Every(std::chrono::milliseconds(resync_ms_), [this] {
+      if (Reset()) resyncs_.fetch_add(1, std::memory_order_relaxed);
+    });
+  }
 }
 
 void Watcher::Stop() {
@@ -21,8 +25,8 @@ void Watcher::Stop() {
     if (context_ != nullptr) static_cast<grpc::ClientContext*>(context_)->TryCancel();
   }
   cv_.notify_all();
+  resync_.reset();  // waits for a resync in progress
   if (watch_thread_.joinable()) watch_thread_.join();
-  if (resync_thread_.joinable()) resync_thread_.join();
 }
 
 bool Watcher::Pause(std::chrono::milliseconds ms) {
@@ -40,12 +44,6 @@ bool Watcher::Reset() {
   callbacks_.reset(r->kvs, r->revision);
   applied_.store(r->revision, std::memory_order_release);
   return true;
-}
-
-void Watcher::RunResync() {
-  while (Pause(std::chrono::milliseconds(resync_ms_))) {
-    if (Reset()) resyncs_.fetch_add(1, std::memory_order_relaxed);
-  }
 }
 
 void Watcher::RunWatch() {

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/scheduler.h"
 #include "etcd/etcd_client.h"
 
 namespace tierkv::etcd {
@@ -43,8 +44,12 @@ struct WatchCallbacks {
 
 class Watcher {
  public:
-  Watcher(Client* client, std::string prefix, int64_t resync_ms)
-      : client_(client), prefix_(std::move(prefix)), resync_ms_(resync_ms) {}
+  // `scheduler` runs the resync every resync_ms (0: never); null: ThreadScheduler().
+  Watcher(Client* client, std::string prefix, int64_t resync_ms, Scheduler* scheduler = nullptr)
+      : client_(client),
+        prefix_(std::move(prefix)),
+        resync_ms_(resync_ms),
+        scheduler_(scheduler ? scheduler : ThreadScheduler()) {}
   ~Watcher() { Stop(); }
   Watcher(const Watcher&) = delete;
   Watcher& operator=(const Watcher&) = delete;
@@ -62,15 +67,15 @@ class Watcher {
   uint64_t resyncs() const { return resyncs_.load(std::memory_order_relaxed); }
 
  private:
-  void RunWatch();
-  void RunResync();
-  bool Reset();  // range + reset callback; false when etcd did not answer
-  bool Watch();  // one stream; false when stopping
+  void RunWatch();  // the watch thread: a blocking stream, reopened until Stop
+  bool Reset();     // range + reset callback; false when etcd did not answer
+  bool Watch();     // one stream; false when stopping
   bool Pause(std::chrono::milliseconds ms);  // false when stopping
 
   Client* const client_;
   const std::string prefix_;
   const int64_t resync_ms_;
+  Scheduler* const scheduler_;
   WatchCallbacks callbacks_;
   std::mutex apply_mu_;  // serializes callbacks and applied_
   std::atomic<int64_t> applied_{0};
@@ -80,7 +85,7 @@ class Watcher {
   bool stop_ = false;
   void* context_ = nullptr;  // the open stream's grpc::ClientContext (mu_)
   std::thread watch_thread_;
-  std::thread resync_thread_;
+  std::unique_ptr<PeriodicTask> resync_;
   std::atomic<uint64_t> compactions_{0}, reconnects_{0}, resyncs_{0};
 };
 

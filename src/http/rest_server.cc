@@ -155,23 +155,22 @@ Status RestServer::Start() {
   g.error_body = [clock = deps_.store->clock()](const std::string& m) {
     return ErrorBody(m, clock->NowUnixMillis());
   };
+  Scheduler* scheduler = deps_.scheduler ? deps_.scheduler : ThreadScheduler();
+  jobs_ = scheduler->Queue({});  // before the first request can queue a job
   gate_ = std::make_unique<HttpGate>(std::move(g), [this](HttpExchange& ex) { http_->Handle(ex); });
   if (Status st = gate_->Start(); !st.ok()) {
     return Status(Code::kIoError, "--metrics-url " + options_.url + ": " + st.message());
   }
   port_ = gate_->port();
-  worker_ = std::thread([this] { WorkerLoop(); });
   return Status::Ok();
 }
 
 void RestServer::Stop() {
   if (gate_) gate_->Stop();
-  {
-    std::lock_guard<std::mutex> lock(jobs_mu_);
-    stopping_ = true;
+  if (jobs_) {  // no request can queue one any more: the accepted ones finish
+    jobs_->WaitIdle();
+    jobs_->Stop();
   }
-  jobs_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
 }
 
 HttpGateStats RestServer::GateStats() const { return gate_ ? gate_->Stats() : HttpGateStats{}; }
@@ -181,26 +180,7 @@ std::string RestServer::url() const {
   return scheme_ + "://" + host + ":" + std::to_string(port_);
 }
 
-void RestServer::Enqueue(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(jobs_mu_);
-    jobs_.push_back(std::move(job));
-  }
-  jobs_cv_.notify_one();
-}
-
-void RestServer::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(jobs_mu_);
-  for (;;) {
-    jobs_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-    if (jobs_.empty()) return;  // stopping and drained
-    std::function<void()> job = std::move(jobs_.front());
-    jobs_.pop_front();
-    lock.unlock();
-    job();
-    lock.lock();
-  }
-}
+void RestServer::Enqueue(std::function<void()> job) { (void)jobs_->Post(std::move(job)); }
 
 std::vector<SegmentInfo> RestServer::Segments() const {
   const AllocatorStats dram = deps_.store->pool().Stats();

@@ -15,15 +15,12 @@
 #ifndef TIERKV_HTTP_REST_SERVER_H_
 #define TIERKV_HTTP_REST_SERVER_H_
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
+#include "common/scheduler.h"
 #include "events/publisher.h"
 #include "http/http_gate.h"
 #include "http/metrics_text.h"
@@ -70,6 +67,7 @@ struct RestDeps {
   ClusterIndexView* cluster_index = nullptr;          // null when standalone
   const RemoteReadStatsProvider* transfer = nullptr;  // null when standalone
   DrainControl* drain = nullptr;                      // null when standalone
+  Scheduler* scheduler = nullptr;  // runs the evict and prefetch jobs; null: ThreadScheduler()
 };
 
 class RestServer {
@@ -97,8 +95,8 @@ class RestServer {
   void MemoryRoutes();
   void StatusRoutes();
   void ClusterRoutes();
+  // Runs `job` on the job queue (evicts and prefetches answered 202 at once).
   void Enqueue(std::function<void()> job);
-  void WorkerLoop();
   std::vector<SegmentInfo> Segments() const;
   // /health's "tiers": each tier's state ("ok", "off", "paused",
   // "unavailable") and, for an SSD tier that did not start, why.
@@ -112,11 +110,7 @@ class RestServer {
   std::string scheme_, host_;
   int port_ = 0;
 
-  std::mutex jobs_mu_;
-  std::condition_variable jobs_cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::thread worker_;
+  std::unique_ptr<WorkQueue> jobs_;  // from Start
 };
 
 // The uniform error body.

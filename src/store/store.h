@@ -60,6 +60,7 @@
 #include "common/clock.h"
 #include "common/scheduler.h"
 #include "common/single_flight.h"
+#include "common/work_queue.h"
 #include "media/dram_pool.h"
 #include "media/ssd_tier.h"
 #include "store/change_feed.h"
@@ -314,10 +315,11 @@ class Store {
   void DrainSsdTrash();
   void NoteSsdError(const Status& st, const char* what);
   bool SsdWritable() const;
+  // Write-through copies and prefetches, on the tier's work queue (dropped
+  // before StartTierWorker and after StopTierWorker).
   void EnqueueTierJob(std::function<void()> job, bool droppable);
   void StartTierWorker();
   void StopTierWorker();
-  void TierWorkerLoop();
 
   const StoreOptions options_;
   const KeyRules rules_{options_};
@@ -358,13 +360,8 @@ class Store {
     std::atomic<uint64_t> io_errors{0}, corrupt_blobs{0}, prefetch_scheduled{0};
     std::atomic<uint64_t> write_through_dropped{0}, rewarm_waiting{0}, write_pauses{0};
   } tier_;
-  std::mutex tier_mu_;
-  std::condition_variable tier_cv_;
-  std::condition_variable tier_idle_cv_;
-  std::deque<std::function<void()>> tier_jobs_;
-  size_t tier_running_ = 0;
-  bool tier_stopping_ = false;
-  std::thread tier_thread_;
+  std::mutex tier_mu_;                     // guards the pointer, not the queue
+  std::shared_ptr<WorkQueue> tier_queue_;  // with ssd_, between Start and Stop
 
   std::mutex maint_mu_;
   std::unique_ptr<PeriodicTask> maint_task_;  // maint_mu_; RunMaintenance every interval

@@ -377,57 +377,41 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
 
 void Store::EnqueueTierJob(std::function<void()> job, bool droppable) {
   std::lock_guard<std::mutex> lock(tier_mu_);
-  if (droppable && tier_jobs_.size() >= kMaxQueuedWriteThrough) {
+  if (tier_queue_ && !tier_queue_->Post(std::move(job), droppable) && droppable) {
+    // The copy is made when the object is demoted instead.
     tier_.write_through_dropped.fetch_add(1, std::memory_order_relaxed);
-    return;  // the copy is made when the object is demoted instead
   }
-  tier_jobs_.push_back(std::move(job));
-  tier_cv_.notify_one();
 }
 
 void Store::StartTierWorker() {
   std::lock_guard<std::mutex> lock(tier_mu_);
-  if (tier_thread_.joinable()) return;
-  tier_stopping_ = false;
-  tier_thread_ = std::thread([this] { TierWorkerLoop(); });
+  if (tier_queue_) return;
+  // Up to the queue depth of queued copies and prefetches run side by side.
+  Scheduler* scheduler = options_.scheduler ? options_.scheduler : ThreadScheduler();
+  tier_queue_ = scheduler->Queue(
+      {.max_queued = kMaxQueuedWriteThrough,
+       .max_batch = static_cast<size_t>(ssd_io_->depth()),
+       .run_batch = [this](std::vector<std::function<void()>>& jobs) { ssd_io_->RunAll(jobs); }});
 }
 
 void Store::StopTierWorker() {
+  std::shared_ptr<WorkQueue> queue;
   {
     std::lock_guard<std::mutex> lock(tier_mu_);
-    tier_stopping_ = true;
-    tier_jobs_.clear();  // queued copies and prefetches are only optimisations
-    tier_cv_.notify_all();
-    tier_idle_cv_.notify_all();
+    queue = std::move(tier_queue_);
   }
-  if (tier_thread_.joinable()) tier_thread_.join();
-}
-
-void Store::TierWorkerLoop() {
-  std::unique_lock<std::mutex> lock(tier_mu_);
-  for (;;) {
-    tier_cv_.wait(lock, [this] { return tier_stopping_ || !tier_jobs_.empty(); });
-    if (tier_stopping_) return;
-    // Up to the queue depth of queued copies and prefetches run side by side.
-    std::vector<std::function<void()>> jobs;
-    while (!tier_jobs_.empty() && jobs.size() < static_cast<size_t>(ssd_io_->depth())) {
-      jobs.push_back(std::move(tier_jobs_.front()));
-      tier_jobs_.pop_front();
-    }
-    tier_running_ += jobs.size();
-    lock.unlock();
-    ssd_io_->RunAll(jobs);
-    lock.lock();
-    tier_running_ -= jobs.size();
-    if (tier_jobs_.empty() && tier_running_ == 0) tier_idle_cv_.notify_all();
-  }
+  // Queued copies and prefetches are only optimisations: dropped. Not under
+  // tier_mu_, which a running job takes to post another.
+  if (queue) queue->Stop();
 }
 
 void Store::WaitTierIdle() {
-  std::unique_lock<std::mutex> lock(tier_mu_);
-  tier_idle_cv_.wait(lock, [this] {
-    return !tier_thread_.joinable() || tier_stopping_ || (tier_jobs_.empty() && tier_running_ == 0);
-  });
+  std::shared_ptr<WorkQueue> queue;
+  {
+    std::lock_guard<std::mutex> lock(tier_mu_);
+    queue = tier_queue_;
+  }
+  if (queue) queue->WaitIdle();
 }
 
 }  // namespace tierkv

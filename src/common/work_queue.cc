@@ -1,0 +1,94 @@
+// The real WorkQueue: one worker thread per queue (ThreadScheduler()->Queue).
+#include "common/work_queue.h"
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/scheduler.h"
+
+namespace tierkv {
+
+class ThreadWorkQueue final : public WorkQueue {
+ public:
+  explicit ThreadWorkQueue(WorkQueueOptions options)
+      : options_(std::move(options)), thread_([this] { Loop(); }) {}
+  ~ThreadWorkQueue() override { Stop(); }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      jobs_.clear();
+    }
+    cv_.notify_all();
+    idle_cv_.notify_all();
+    std::lock_guard<std::mutex> lock(join_mu_);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  bool Post(Job job, bool droppable) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return false;
+      if (droppable && options_.max_queued > 0 && jobs_.size() >= options_.max_queued) {
+        return false;
+      }
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+  void WaitIdle() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [this] { return stopping_ || (jobs_.empty() && running_ == 0); });
+  }
+
+  size_t queued() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return jobs_.size();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      std::vector<Job> batch;
+      while (!jobs_.empty() && batch.size() < std::max<size_t>(options_.max_batch, 1)) {
+        batch.push_back(std::move(jobs_.front()));
+        jobs_.pop_front();
+      }
+      running_ += batch.size();
+      lock.unlock();
+      if (options_.run_batch) {
+        options_.run_batch(batch);
+      } else {
+        for (Job& job : batch) job();
+      }
+      lock.lock();
+      running_ -= batch.size();
+      if (jobs_.empty() && running_ == 0) idle_cv_.notify_all();
+    }
+  }
+
+  const WorkQueueOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<Job> jobs_;
+  size_t running_ = 0;
+  bool stopping_ = false;
+  std::mutex join_mu_;  // one Stop joins, the others wait for it
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+std::unique_ptr<WorkQueue> MakeThreadWorkQueue(WorkQueueOptions options) {
+  return std::make_unique<ThreadWorkQueue>(std::move(options));
+}
+
+}  // namespace tierkv
