@@ -1,6 +1,5 @@
 #include "cluster/fetcher.h"
 
-#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 
 namespace tierkv {
 
+using fetcher_internal::RangesFor;
 using fetcher_internal::Trace;
 
 namespace {
@@ -26,14 +26,6 @@ namespace {
 // Rounds of routing again for keys refused as stale (an owner that replaces a
 // value faster than a round takes can make each round stale again).
 constexpr int kStaleRounds = 3;
-
-// A value is read in ranges of at least this many bytes.
-constexpr uint64_t kMinRange = 4ull << 20;
-
-// How many ranges a value of `size` bytes is read in, `most` at most.
-size_t RangesFor(uint64_t size, size_t most) {
-  return static_cast<size_t>(std::clamp<uint64_t>(size / kMinRange, 1, std::max<size_t>(most, 1)));
-}
 
 GrantAnswer AnswerOf(const peer::GrantedItem& g) {
   GrantAnswer ans;
@@ -53,22 +45,27 @@ uint64_t NewTicket() {
 }  // namespace
 
 RemoteFetcher::RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
-                             transfer::DataTransport* transport, CopyTracker* copies)
+                             transfer::DataTransport* transport, CopyTracker* copies,
+                             GrantClient* grant_client)
     : options_(std::move(options)),
       store_(store),
       index_(index),
       transport_(transport),
-      copies_(copies) {
-  releaser_ = std::thread([this] { ReleaserLoop(); });
+      copies_(copies),
+      own_grant_client_(grant_client ? nullptr : MakeGrpcGrantClient(options_.credentials)),
+      grant_client_(grant_client ? grant_client : own_grant_client_.get()) {
+  // A release waits up to 2 ms for the next authorization to the same owner
+  // to carry it (one call fewer per fetch); then it is sent alone.
+  releaser_ = std::make_unique<GrantReleaser>(
+      [this](const PendingRelease& r) {
+        Release(*r.peer, r.ticket);
+        if (r.slot) ReleaseSlot(*r.peer);
+      },
+      std::chrono::milliseconds(2));
 }
 
 RemoteFetcher::~RemoteFetcher() {
-  {
-    std::lock_guard lock(release_mu_);
-    release_stop_ = true;
-  }
-  release_cv_.notify_all();
-  releaser_.join();  // sends what is queued (each bounded by the release deadline)
+  releaser_.reset();  // sends what is queued (each bounded by the release deadline)
 }
 
 void RemoteFetcher::SetMembers(const std::vector<MemberView>& members) {
@@ -88,17 +85,19 @@ void RemoteFetcher::SetMembers(const std::vector<MemberView>& members) {
     p->uuid = m.runtime_uuid;
     p->endpoint = m.endpoint;
     p->data_endpoint = m.data_endpoint;
-    p->stub = peer::Peer::NewStub(PeerChannel(m.endpoint, options_.credentials.get()));
     next.emplace(m.node_id, std::move(p));
   }
+  std::vector<std::string> moved;  // peer endpoints
   for (const auto& [node, p] : peers_) {
     auto it = next.find(node);
     if (it == next.end() || it->second->data_endpoint != p->data_endpoint) {
       gone.push_back(p->data_endpoint);
     }
+    if (it == next.end() || it->second->endpoint != p->endpoint) moved.push_back(p->endpoint);
   }
   peers_.swap(next);
   for (const std::string& ep : gone) transport_->Forget(ep);
+  for (const std::string& ep : moved) grant_client_->Forget(ep);
 }
 
 std::shared_ptr<RemoteFetcher::Peer> RemoteFetcher::PeerOf(const std::string& node) const {
@@ -337,10 +336,7 @@ void RemoteFetcher::ReleaseSlot(Peer& peer) {
 Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
                            peer::AuthorizeResponse* resp, EarlyRead* early) {
   auto over_grpc = [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(PeerDeadline(options_.authorize_timeout_ms));
-    const grpc::Status gs = peer.stub->Authorize(&ctx, req, resp);
-    return gs.ok() ? Status::Ok() : FromGrpc(gs);
+    return grant_client_->Authorize(peer.endpoint, req, resp, options_.authorize_timeout_ms);
   };
   if (!options_.authorize_over_data) return over_grpc();
   const std::string request = req.SerializeAsString();
@@ -386,7 +382,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
     g->set_generation(it->any_generation ? 0 : it->loc.generation);
   }
   // Releases waiting for this owner travel with the authorization.
-  std::vector<PendingRelease> carried = TakeReleases(peer);
+  std::vector<PendingRelease> carried = releaser_->TakeFor(peer, 64);
   for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
   // The first item's READ rides behind the authorization when it is read
   // whole (in one range however many connections are free): into an
@@ -436,10 +432,8 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
     for (const PendingRelease& r : carried) {
       if (r.slot) ReleaseSlot(peer);
     }
-  } else if (!carried.empty()) {
-    std::lock_guard lock(release_mu_);  // no answer: the releaser sends them alone
-    for (PendingRelease& r : carried) releases_q_.push_front(std::move(r));
-    release_cv_.notify_one();
+  } else {
+    releaser_->Return(std::move(carried));  // no answer: the releaser sends them alone
   }
   if (!call.ok()) {
     a.call = call;
@@ -466,243 +460,23 @@ void RemoteFetcher::Finish(const std::shared_ptr<Peer>& peer, const Authorized& 
     if (a.slot) ReleaseSlot(*peer);
     return;
   }
-  {
-    std::lock_guard lock(release_mu_);
-    if (!release_stop_) {
-      releases_q_.push_back({peer, a.ticket, a.slot, std::chrono::steady_clock::now()});
-      // Fetches one after another each queue a release: only an idle releaser
-      // is woken, not one already sleeping until an earlier release is due.
-      if (releaser_idle_) release_cv_.notify_one();
-      return;
-    }
-  }
+  if (releaser_->Queue({peer, a.ticket, a.slot, {}})) return;
   Release(*peer, a.ticket);  // stopping: no releaser thread any more
   if (a.slot) ReleaseSlot(*peer);
-}
-
-std::vector<RemoteFetcher::PendingRelease> RemoteFetcher::TakeReleases(const Peer& peer) {
-  std::vector<PendingRelease> out;
-  std::lock_guard lock(release_mu_);
-  for (auto it = releases_q_.begin(); it != releases_q_.end() && out.size() < 64;) {
-    if (it->peer.get() == &peer) {
-      out.push_back(std::move(*it));
-      it = releases_q_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return out;
-}
-
-void RemoteFetcher::ReleaserLoop() {
-  // A release waits up to kReleaseLinger for the next authorization to the
-  // same owner to carry it (one RPC fewer per fetch); then it is sent alone.
-  constexpr auto kReleaseLinger = std::chrono::milliseconds(2);
-  std::unique_lock lock(release_mu_);
-  for (;;) {
-    releaser_idle_ = true;
-    release_cv_.wait(lock, [this] { return release_stop_ || !releases_q_.empty(); });
-    releaser_idle_ = false;
-    if (releases_q_.empty()) return;  // stopping, and nothing left
-    if (!release_stop_) {
-      const auto due = releases_q_.front().queued + kReleaseLinger;
-      release_cv_.wait_until(lock, due, [this] { return release_stop_ || releases_q_.empty(); });
-      if (releases_q_.empty() ||
-          (!release_stop_ &&
-           std::chrono::steady_clock::now() < releases_q_.front().queued + kReleaseLinger)) {
-        continue;
-      }
-    }
-    PendingRelease r = std::move(releases_q_.front());
-    releases_q_.pop_front();
-    lock.unlock();
-    Release(*r.peer, r.ticket);
-    if (r.slot) ReleaseSlot(*r.peer);
-    lock.lock();
-  }
 }
 
 void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {
   peer::ReleaseRequest req;
   req.set_requester_uuid(runtime_id_.Get());
   req.set_ticket(ticket);
-  peer::ReleaseResponse resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(PeerDeadline(options_.release_timeout_ms));
-  const grpc::Status gs = peer.stub->Release(&ctx, req, &resp);
-  if (gs.ok()) {
+  const Status st = grant_client_->Release(peer.endpoint, req, options_.release_timeout_ms);
+  if (st.ok()) {
     releases_.fetch_add(1, std::memory_order_relaxed);
   } else {
     // Left to the owner's grant deadline; that is no proof the READs drained.
     release_failures_.fetch_add(1, std::memory_order_relaxed);
-    spdlog::debug("release of ticket {} on {} failed: {}", ticket, peer.node, gs.error_message());
+    spdlog::debug("release of ticket {} on {} failed: {}", ticket, peer.node, st.ToString());
   }
-}
-
-bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth) {
-  std::vector<uint32_t> granted;
-  uint64_t bytes = 0;
-  for (uint32_t i = 0; i < seg.items.size(); ++i) {
-    const GrantAnswer& ans = auth.answers[i];
-    Item& it = *seg.items[i];
-    if (i == 0 && auth.first_done) continue;  // read behind the authorization
-    if (it.GrantedAsIndexed(ans)) {
-      it.loc.generation = ans.generation;  // the same, or the one any_generation got
-      it.loc.size = ans.size;
-      granted.push_back(i);
-      bytes += ans.size;
-      continue;
-    }
-    const bool budget = ans.status.code() == Code::kNoSpace;
-    (budget ? miss_budget_ : miss_refused_).fetch_add(1, std::memory_order_relaxed);
-    it.stale = ans.status.code() == Code::kNotFound;
-    it.status = NotFound("owner " + peer.node + " refused " + std::string(it.key) + ": " +
-                         (ans.status.ok() ? "size changed" : ans.status.message()));
-  }
-  std::atomic<bool> reachable{true};
-  std::atomic<size_t> next{0};
-  const size_t width = bytes < (1u << 20) ? 1 : std::min(options_.parallel_reads, granted.size());
-  // The data connections the items' READs leave free carry ranges of one item.
-  const size_t ranges = std::max<size_t>(1, options_.parallel_reads / std::max<size_t>(1, width));
-  auto work = [&] {
-    for (size_t n = next.fetch_add(1); n < granted.size() && reachable.load();
-         n = next.fetch_add(1)) {
-      const uint32_t idx = granted[n];
-      seg.items[idx]->attempted = true;
-      Status st = ReadOne(peer, *seg.items[idx], auth.ticket, idx, auth.answers[idx], ranges);
-      if (st.code() == Code::kUnavailable) reachable.store(false);
-    }
-  };
-  std::vector<std::thread> extra;
-  for (size_t w = 1; w < width; ++w) extra.emplace_back(work);
-  work();
-  for (std::thread& t : extra) t.join();
-  if (!reachable.load()) {
-    for (uint32_t idx : granted) {
-      Item& it = *seg.items[idx];
-      if (!it.attempted) {
-        it.status = NotFound("owner " + peer.node + " is unreachable");
-        miss_read_.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-  }
-  return reachable.load();
-}
-
-Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
-                                 const GrantAnswer& ans, uint8_t* dest, size_t ranges,
-                                 std::vector<KnownChecksum>* verified) {
-  ranges = RangesFor(ans.size, ranges);
-  verified->assign(ranges, KnownChecksum{});
-  if (ranges == 1) {
-    (*verified)[0].length = ans.size;
-    return transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, 0, ans.size}, dest,
-                            &(*verified)[0].digest);
-  }
-  // Whole pages per range (the last takes the rest).
-  const uint64_t step = (ans.size / ranges + 4095) & ~uint64_t{4095};
-  std::vector<Status> got(ranges);
-  auto read = [&](size_t r) {
-    const uint64_t off = r * step;
-    const uint64_t len = r + 1 == ranges ? ans.size - off : step;
-    (*verified)[r].offset = off;
-    (*verified)[r].length = len;
-    got[r] = transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, off, len},
-                              dest + off, &(*verified)[r].digest);
-  };
-  std::vector<std::thread> others;
-  for (size_t r = 1; r < ranges; ++r) others.emplace_back(read, r);
-  read(0);
-  for (std::thread& t : others) t.join();
-  // An unreachable owner first (it ends the plan), else the first failure.
-  for (const Status& st : got) {
-    if (st.code() == Code::kUnavailable) return st;
-  }
-  for (Status& st : got) {
-    if (!st.ok()) return std::move(st);
-  }
-  return Status::Ok();
-}
-
-Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                              const GrantAnswer& ans, size_t ranges) {
-  const std::string name_space = item.loc.name_space;
-  const Caller caller(kFetchSession, 0, name_space);
-  Result<AllocGrant> g =
-      store_->Alloc(caller, {item.tenant, item.key}, ans.size, AllocOptions(item));
-  if (!g.ok() && g.status().code() == Code::kDuplicated && !item.only_owner.empty()) {
-    bool not_held = false;
-    const Status st = CompareHeld(peer, item, ticket, index, ans, ranges, &not_held);
-    if (!not_held) return st;
-    // Removed here between the two: the source's value is stored after all.
-    g = store_->Alloc(caller, {item.tenant, item.key}, ans.size, {});
-  }
-  if (!g.ok()) {
-    if (g.status().code() == Code::kDuplicated) {
-      if (!item.only_owner.empty()) {
-        item.status = NotFound("held here, and replaced here while it was pulled");
-        return Status::Ok();
-      }
-      item.status = Status::Ok();  // stored here meanwhile
-      return Status::Ok();
-    }
-    miss_local_space_.fetch_add(1, std::memory_order_relaxed);
-    item.status = NotFound("no room for it here: " + g.status().message());
-    return Status::Ok();
-  }
-  peer.inflight_bytes.fetch_add(ans.size);
-  TraceScope read_trace(Trace().read);
-  std::vector<KnownChecksum> verified;  // kept with the value: a READ from here sends them
-  const Status st = ReadRanges(peer, ticket, index, ans, g->data, ranges, &verified);
-  read_trace.End(st.ok());
-  peer.inflight_bytes.fetch_sub(ans.size);
-  if (!st.ok()) {
-    (void)store_->Abort(caller, g->alloc_id);
-    miss_read_.fetch_add(1, std::memory_order_relaxed);
-    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
-    return st;
-  }
-  CommitFetched(item, caller, g->alloc_id, verified);
-  return Status::Ok();
-}
-
-void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
-                                  std::span<const KnownChecksum> verified) {
-  TraceScope store_trace(Trace().store);
-  uint64_t generation = 0;
-  const Status c = store_->Commit(caller, alloc_id, verified, &generation);
-  store_trace.End(c.ok());
-  if (!c.ok()) {
-    item.status = NotFound("fetched, but not stored here: " + c.message());
-    return;
-  }
-  if (copies_ != nullptr && item.only_owner.empty() &&
-      !copies_->Track(
-          item.tenant, item.key, generation,
-          {item.loc.owner, item.loc.owner_uuid, item.loc.generation, item.owner_sequence},
-          item.keep_superseded)) {
-    if (item.keep_superseded) {  // the caller reads it once, then removes it
-      item.superseded = generation;
-      objects_.fetch_add(1, std::memory_order_relaxed);
-      bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
-      item.status = Status::Ok();
-      return;
-    }
-    // Replaced or removed on its owner while it was read: routed again.
-    item.stale = true;
-    item.status = NotFound(item.loc.owner + " replaced or removed " + std::string(item.key) +
-                           " while it was read");
-    return;
-  }
-  objects_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
-  item.status = Status::Ok();
-}
-
-PutOptions RemoteFetcher::AllocOptions(const Item& item) {
-  PutOptions o;
-  o.dram_only = item.only_owner.empty();  // a drain's value is this manager's own
-  return o;
 }
 
 RemoteReadStats RemoteFetcher::Stats() const {

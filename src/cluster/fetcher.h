@@ -12,7 +12,7 @@
 // they are consumed), their checksums verified, and committed: the value is
 // an ordinary local object from then on, announced and advertised. Then the
 // grant is released off the caller's path: the next authorization to the same
-// owner carries the release, or a background thread sends it alone after
+// owner carries the release, or the GrantReleaser's thread sends it alone after
 // 2 ms (its grant slot stays taken until the owner answered). Over the data
 // channel, the first item of a plan rides behind the authorization: its READ
 // goes out on the same connection before the answer, so a single-key fetch
@@ -40,6 +40,12 @@
 // fails is counted and left to the owner's deadline. Two fetches of one key
 // at once share one transfer (the second waits for the first).
 //
+// Parts: routing is pure (fetch_route.h); the Authorize and Release calls of
+// peer gRPC go through a GrantClient (grant_client.h: tests stand the owner
+// in, in the same process); releases wait in a GrantReleaser
+// (grant_releaser.h); the READ stage is fetcher_read.cc; one fetch per key at
+// a time is a SingleFlight.
+//
 // Thread-safety: thread-safe; every call blocks only its caller.
 #ifndef TIERKV_CLUSTER_FETCHER_H_
 #define TIERKV_CLUSTER_FETCHER_H_
@@ -61,6 +67,8 @@
 
 #include "cluster/copy_tracker.h"
 #include "cluster/global_index.h"
+#include "cluster/grant_client.h"
+#include "cluster/grant_releaser.h"
 #include "cluster/grants.h"
 #include "cluster/peer_limits.h"
 #include "cluster/runtime_id.h"
@@ -108,8 +116,11 @@ class RemoteFetcher {
   // None owned; all must outlive the fetcher. With `copies`, every value
   // fetched for a get is a DRAM-only copy tracked there (dropped once the
   // owner's view shows it replaced or removed); a drain's Pull is not.
+  // `grant_client` makes the Authorize and Release calls of peer gRPC (null:
+  // one of the fetcher's own, with options.credentials).
   RemoteFetcher(FetcherOptions options, Store* store, const GlobalIndex* index,
-                transfer::DataTransport* transport, CopyTracker* copies = nullptr);
+                transfer::DataTransport* transport, CopyTracker* copies = nullptr,
+                GrantClient* grant_client = nullptr);
   ~RemoteFetcher();
 
   // The live members (their peer and data endpoints). Never blocks for long.
@@ -152,7 +163,7 @@ class RemoteFetcher {
   RemoteReadStats Stats() const;
 
  private:
-  struct Peer;
+  using Peer = FetchPeer;
   struct Item;
   struct Segment;
   struct Authorized;
@@ -185,7 +196,7 @@ class RemoteFetcher {
   // Ends an authorization: its grant is released in the background (off the
   // caller's path); its slot is freed once the owner answered.
   void Finish(const std::shared_ptr<Peer>& peer, const Authorized& a);
-  void ReleaserLoop();
+  // Sends one release alone (the releaser's `send`).
   void Release(Peer& peer, uint64_t ticket);
   // READs the granted items of `seg`; false when the owner is unreachable.
   bool ReadSegment(Peer& peer, Segment& seg, const Authorized& auth);
@@ -219,7 +230,9 @@ class RemoteFetcher {
   Store* const store_;
   const GlobalIndex* const index_;
   transfer::DataTransport* const transport_;
-  CopyTracker* const copies_;  // null: fetched values are not tracked
+  CopyTracker* const copies_;                      // null: fetched values are not tracked
+  std::unique_ptr<GrantClient> own_grant_client_;  // when none was given
+  GrantClient* const grant_client_;
 
   mutable std::mutex peers_mu_;
   std::map<std::string, std::shared_ptr<Peer>> peers_;  // node id -> live member
@@ -228,29 +241,14 @@ class RemoteFetcher {
   std::condition_variable slots_cv_;
   size_t slots_used_ = 0;  // grants awaiting release, all owners
 
-  struct PendingRelease {
-    std::shared_ptr<Peer> peer;
-    uint64_t ticket = 0;
-    bool slot = false;
-    std::chrono::steady_clock::time_point queued;
-  };
-  // The releases queued for `peer` (at most 64), taken off the queue.
-  std::vector<PendingRelease> TakeReleases(const Peer& peer);
-  std::mutex release_mu_;
-  std::condition_variable release_cv_;
-  std::deque<PendingRelease> releases_q_;
-  bool release_stop_ = false;
-  // The releaser waits with no deadline (the queue was empty): a queued
-  // release must wake it. Otherwise it wakes by itself when the oldest one is due.
-  bool releaser_idle_ = false;
-  std::thread releaser_;
-
   SingleFlight<std::string, Status> flights_;  // fetches led here, by "tenant\0key"
 
   std::atomic<uint64_t> fetches_{0}, objects_{0}, bytes_{0}, miss_not_indexed_{0}, miss_refused_{0},
       miss_budget_{0}, miss_read_{0}, miss_local_space_{0}, miss_slots_{0}, authorizations_{0},
       authorize_failures_{0}, releases_{0}, release_failures_{0}, lookahead_discarded_{0},
       lookahead_retries_{0}, shared_flights_{0}, stale_retries_{0}, early_reads_{0};
+  // Last: destroyed first, sending what it holds while the rest still works.
+  std::unique_ptr<GrantReleaser> releaser_;
 };
 
 }  // namespace tierkv

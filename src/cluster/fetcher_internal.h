@@ -1,9 +1,11 @@
 // The definitions RemoteFetcher's source files share (fetcher.cc: routing,
-// authorization, READs, releases; fetcher_pull.cc: a drain's Pull). Private
+// authorization, releases; fetcher_read.cc: the READ stage; fetcher_pull.cc:
+// a drain's Pull). Private
 // to src/cluster.
 #ifndef TIERKV_CLUSTER_FETCHER_INTERNAL_H_
 #define TIERKV_CLUSTER_FETCHER_INTERNAL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -16,13 +18,6 @@
 #include "peer.grpc.pb.h"
 
 namespace tierkv {
-
-struct RemoteFetcher::Peer {
-  std::string node, uuid, endpoint, data_endpoint;
-  std::unique_ptr<peer::Peer::Stub> stub;
-  std::atomic<uint64_t> inflight_bytes{0};
-  size_t slots = 0;  // grants awaiting release (slots_mu_)
-};
 
 struct RemoteFetcher::Item {
   std::string_view tenant;
@@ -66,6 +61,14 @@ struct RemoteFetcher::Authorized {
 };
 
 namespace fetcher_internal {
+
+// A value is read in ranges of at least this many bytes.
+inline constexpr uint64_t kMinRange = 4ull << 20;
+
+// How many ranges a value of `size` bytes is read in, `most` at most.
+inline size_t RangesFor(uint64_t size, size_t most) {
+  return static_cast<size_t>(std::clamp<uint64_t>(size / kMinRange, 1, std::max<size_t>(most, 1)));
+}
 
 // Requester-side stages of a remote read, on /metrics/ptracer (listed from
 // the first remote read on).

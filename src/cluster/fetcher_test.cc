@@ -1,7 +1,10 @@
-// The remote read path in one process: an owner (store, grants, peer service,
-// data channel on loopback) and a requester (store, a global index the test
-// writes, the fetcher). Covers a stale entry retried once the index moved,
-// one that is not, a key in no view, and a large value read in ranges.
+// The remote read path in one process: an owner (store, grants, data channel
+// on loopback) and a requester (store, a global index the test writes, the
+// fetcher). The owner's Authorize and Release calls go to its GrantTable in
+// the same process (OwnerCalls, the fetcher's GrantClient seam), so the
+// owner can be made not to answer; one test makes them over real peer gRPC.
+// Covers a stale entry retried once the index moved, one that is not, a key
+// in no view, a large value read in ranges, and an owner that goes silent.
 #include "cluster/fetcher.h"
 
 #include <gtest/gtest.h>
@@ -9,12 +12,15 @@
 #include <atomic>
 #include <cstring>
 
+#include "cluster/grant_client.h"
 #include "cluster/grant_service.h"
 #include "cluster/grants.h"
 #include "cluster/peer_server.h"
 #include "media/checksum.h"
+#include "peer.grpc.pb.h"
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
+#include "wait_for.h"
 
 namespace tierkv {
 namespace {
@@ -52,7 +58,33 @@ InventoryDelta Stored(const std::string& key, uint64_t gen, uint64_t size) {
   return d;
 }
 
-// Every case runs with authorizations over the data channel and over peer gRPC.
+// The owner's peer calls, served by its GrantTable in this process. While
+// `silent`, a call gets no answer (UNAVAILABLE) and reaches nothing.
+class OwnerCalls final : public GrantClient {
+ public:
+  explicit OwnerCalls(GrantTable* grants) : grants_(grants) {}
+  Status Authorize(const std::string&, const peer::AuthorizeRequest& req,
+                   peer::AuthorizeResponse* resp, int64_t) override {
+    authorizes.fetch_add(1);
+    if (silent.load()) return Status(Code::kUnavailable, "no answer");
+    return ServeAuthorize(*grants_, req, resp);
+  }
+  Status Release(const std::string&, const peer::ReleaseRequest& req, int64_t) override {
+    if (silent.load()) return Status(Code::kUnavailable, "no answer");
+    released.fetch_add(grants_->Release(req.requester_uuid(), req.ticket()) ? 1 : 0);
+    return Status::Ok();
+  }
+  void Forget(const std::string&) override {}
+
+  std::atomic<bool> silent{false};
+  std::atomic<uint64_t> authorizes{0}, released{0};
+
+ private:
+  GrantTable* const grants_;
+};
+
+// Every case runs with authorizations over the data channel and over the
+// peer calls.
 class FetcherTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -66,10 +98,7 @@ class FetcherTest : public ::testing::TestWithParam<bool> {
       return true;
     };
     grants_ = std::make_unique<GrantTable>(go, owner_.get());
-    peer_ = std::make_unique<PeerServer>(
-        [] { return PeerIdentity{"owner", "owner-uuid", 1, 0, "", ""}; });
-    peer_->SetGrants(grants_.get());
-    ASSERT_TRUE(peer_->Start("127.0.0.1:0").ok());
+    calls_ = std::make_unique<OwnerCalls>(grants_.get());
     transfer::DataServerOptions dso;
     dso.listen = "127.0.0.1:0";
     data_grants_ = std::make_unique<DataChannelGrants>(grants_.get());
@@ -83,13 +112,18 @@ class FetcherTest : public ::testing::TestWithParam<bool> {
     fo.node_id = "me";
     fo.runtime_uuid = "me-uuid";
     fo.authorize_over_data = GetParam();
-    fetcher_ = std::make_unique<RemoteFetcher>(fo, local_.get(), &index_, transport_.get());
-    Announce();
+    MakeFetcher(fo, calls_.get());
   }
   void TearDown() override {
     fetcher_.reset();
     data_->Stop();
-    peer_->Stop(0);
+    if (peer_) peer_->Stop(0);
+  }
+  void MakeFetcher(const FetcherOptions& fo, GrantClient* calls) {
+    fetcher_.reset();
+    fetcher_ = std::make_unique<RemoteFetcher>(fo, local_.get(), &index_, transport_.get(), nullptr,
+                                               calls);
+    Announce();
   }
 
   // The owner as a live member, at its current peer and data ports.
@@ -97,7 +131,7 @@ class FetcherTest : public ::testing::TestWithParam<bool> {
     MemberView m;
     m.node_id = "owner";
     m.runtime_uuid = "owner-uuid";
-    m.endpoint = "127.0.0.1:" + std::to_string(peer_->port());
+    m.endpoint = "127.0.0.1:" + std::to_string(peer_ ? peer_->port() : 1);
     m.data_endpoint = "127.0.0.1:" + std::to_string(data_->port());
     fetcher_->SetMembers({m});
   }
@@ -127,7 +161,8 @@ class FetcherTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<Store> owner_, local_;
   std::unique_ptr<GrantTable> grants_;
   std::unique_ptr<DataChannelGrants> data_grants_;
-  std::unique_ptr<PeerServer> peer_;
+  std::unique_ptr<OwnerCalls> calls_;
+  std::unique_ptr<PeerServer> peer_;  // only where the calls go over real gRPC
   std::unique_ptr<transfer::DataServer> data_;
   std::unique_ptr<transfer::TcpTransport> transport_;
   GlobalIndex index_{64 << 20};
@@ -235,8 +270,8 @@ TEST_P(FetcherTest, AKeyRemovedOnItsOwnerThatTheIndexStillHoldsIsABoundedMiss) {
 }
 
 // An owner whose data channel does not authorize (NOT_SUPPORTED) is asked
-// over peer gRPC instead, and the value still arrives.
-TEST_P(FetcherTest, AnOwnerWhoseDataChannelDoesNotAuthorizeIsAskedOverGrpc) {
+// over its peer calls instead, and the value still arrives.
+TEST_P(FetcherTest, AnOwnerWhoseDataChannelDoesNotAuthorizeIsAskedOverItsPeerCalls) {
   data_->Stop();
   transfer::DataServerOptions dso;
   dso.listen = "127.0.0.1:0";
@@ -249,11 +284,81 @@ TEST_P(FetcherTest, AnOwnerWhoseDataChannelDoesNotAuthorizeIsAskedOverGrpc) {
   EXPECT_EQ(Local("k"), "over grpc");
   EXPECT_EQ(data_->Stats().authorizations, 0u);
   EXPECT_EQ(grants_->Stats().authorizations, 1u);
+  EXPECT_EQ(calls_->authorizes.load(), 1u);
+}
+
+// An owner that stops answering its peer calls: the fetch is a bounded miss
+// that names it, counted as an authorization without an answer; once it
+// answers again, the next fetch works and the grant it made is released.
+TEST_P(FetcherTest, AnOwnerThatDoesNotAnswerIsABoundedMissAndItsGrantsAreStillReleased) {
+  FetcherOptions fo;
+  fo.node_id = "me";
+  fo.runtime_uuid = "me-uuid";
+  fo.authorize_over_data = false;  // the owner answers only through its peer calls
+  fo.authorize_timeout_ms = 200;
+  MakeFetcher(fo, calls_.get());
+  const uint64_t g = Put(*owner_, "k", "silent owner");
+  View({Stored("k", g, 12)});
+  calls_->silent = true;
+  const Status miss = FetchOne("k");
+  EXPECT_EQ(miss.code(), Code::kNotFound);
+  EXPECT_NE(miss.message().find("owner"), std::string::npos) << miss.ToString();
+  EXPECT_EQ(Local("k"), "");
+  EXPECT_EQ(fetcher_->Stats().authorize_failures, 1u);
+  EXPECT_EQ(grants_->Stats().authorizations, 0u);  // nothing reached the owner
+
+  calls_->silent = false;
+  ASSERT_TRUE(FetchOne("k").ok());
+  EXPECT_EQ(Local("k"), "silent owner");
+  fetcher_.reset();  // sends the releases still queued
+  EXPECT_EQ(calls_->released.load(), 1u);
+  EXPECT_EQ(grants_->Stats().sessions, 0u);
+}
+
+// A release the owner does not answer is counted and left to the owner's
+// grant deadline.
+TEST_P(FetcherTest, AReleaseWithoutAnAnswerIsCountedAndLeftToTheOwnersDeadline) {
+  FetcherOptions fo;
+  fo.node_id = "me";
+  fo.runtime_uuid = "me-uuid";
+  fo.authorize_over_data = true;  // the authorization itself needs no peer call
+  MakeFetcher(fo, calls_.get());
+  const uint64_t g = Put(*owner_, "k", "bytes");
+  View({Stored("k", g, 5)});
+  calls_->silent = true;  // from here the owner answers only the data channel
+  ASSERT_TRUE(FetchOne("k").ok());
+  // The release goes alone once its linger passed, and gets no answer.
+  ASSERT_TRUE(testing::WaitFor([&] { return fetcher_->Stats().release_failures == 1; }));
+  EXPECT_EQ(fetcher_->Stats().releases, 0u);
+  EXPECT_EQ(calls_->released.load(), 0u);
+  EXPECT_EQ(grants_->Stats().sessions, 1u);
+}
+
+// The real peer gRPC: the owner's peer service on loopback, the fetcher's own
+// gRPC client.
+TEST_P(FetcherTest, AuthorizeAndReleaseGoOverPeerGrpc) {
+  peer_ = std::make_unique<PeerServer>(
+      [] { return PeerIdentity{"owner", "owner-uuid", 1, 0, "", ""}; });
+  peer_->SetGrants(grants_.get());
+  ASSERT_TRUE(peer_->Start("127.0.0.1:0").ok());
+  FetcherOptions fo;
+  fo.node_id = "me";
+  fo.runtime_uuid = "me-uuid";
+  fo.authorize_over_data = false;
+  MakeFetcher(fo, nullptr);
+  const uint64_t g = Put(*owner_, "k", "over grpc");
+  View({Stored("k", g, 9)});
+  ASSERT_TRUE(FetchOne("k").ok());
+  EXPECT_EQ(Local("k"), "over grpc");
+  EXPECT_EQ(calls_->authorizes.load(), 0u);
+  EXPECT_EQ(grants_->Stats().authorizations, 1u);
+  fetcher_.reset();
+  EXPECT_EQ(grants_->Stats().sessions, 0u);  // released over gRPC
 }
 
 INSTANTIATE_TEST_SUITE_P(Authorize, FetcherTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "OverTheDataChannel" : "OverPeerGrpc";
+                           return p.param ? "OverTheDataChannel" : "OverPeerCalls";
                          });
 
 }  // namespace
