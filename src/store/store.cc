@@ -79,7 +79,7 @@ Store::~Store() {
   Stop();
   DrainSsdTrash();
   // The index dies with the store; the SSD replicas it holds stay on disk.
-  closing_ = true;
+  if (ssd_) ssd_->Close();
   shards_.clear();
 }
 

@@ -71,6 +71,7 @@
 #include "store/pin_budgets.h"
 #include "store/quarantine.h"
 #include "store/shard.h"
+#include "store/ssd_stage.h"
 #include "store/store_admin.h"
 #include "store/store_types.h"
 #include "tierkv/status.h"
@@ -292,7 +293,6 @@ class Store {
   void WakeMaintenance();
 
   // SSD tier (store_tier.cc). None of these hold a shard lock on entry.
-  std::shared_ptr<SsdReplica> MakeReplica(SsdBlob blob);
   void InstallSsdLocked(Shard& shard, Map::value_type& kv, std::shared_ptr<SsdReplica> replica)
       TIERKV_REQUIRES(shard.mu);
   std::shared_ptr<SsdReplica> DropSsdLocked(Shard& shard, Map::value_type& kv, RemoveCause cause)
@@ -303,6 +303,7 @@ class Store {
   // DRAM replica was dropped.
   bool MoveDown(uint32_t shard_index, const std::string& composite, int64_t last_access,
                 bool drop_dram);
+  // Writes to SSD, dropping the oldest SSD replicas when it is full.
   Result<SsdBlob> WriteSsd(const BlobHeader& header, const void* value);
   // Single-flight rewarm of `composite` into DRAM. OK when the object has a DRAM
   // replica afterwards (or changed meanwhile: the caller looks again).
@@ -313,8 +314,7 @@ class Store {
   bool EvictSsdVictim(const Victim& victim);
   std::vector<Victim> GatherSsdVictims();
   void DrainSsdTrash();
-  void NoteSsdError(const Status& st, const char* what);
-  bool SsdWritable() const;
+  bool SsdWritable() const { return ssd_ && ssd_->Writable(); }
   // Write-through copies and prefetches, on the tier's work queue (dropped
   // before StartTierWorker and after StopTierWorker).
   void EnqueueTierJob(std::function<void()> job, bool droppable);
@@ -344,24 +344,9 @@ class Store {
   std::atomic<uint64_t> get_hits_dram_{0};
   std::atomic<int> evicting_{0};
 
-  // SSD tier.
-  std::unique_ptr<SsdTier> ssd_;
-  std::unique_ptr<IoPool> ssd_io_;    // with ssd_: runs transfers side by side
-  std::atomic<bool> closing_{false};  // destructor: do not free SSD blobs
-  std::mutex ssd_evict_mu_;           // one SSD evictor at a time
-  std::mutex trash_mu_;
-  std::vector<SsdBlob> trash_;  // SSD blobs no longer referenced, to free
-  SsdRecoveryStats recovery_;
-  std::atomic<int64_t> ssd_writes_resume_at_{0};
-  struct TierCounters {
-    std::atomic<uint64_t> flush_blobs{0}, flush_bytes{0}, flush_failed{0}, demoted{0};
-    std::atomic<uint64_t> rewarm{0}, rewarm_failed{0}, rewarm_bytes{0}, rewarm_bytes_current{0};
-    std::atomic<uint64_t> get_hits_ssd{0}, ssd_evicted_objects{0}, ssd_evicted_bytes{0};
-    std::atomic<uint64_t> io_errors{0}, corrupt_blobs{0}, prefetch_scheduled{0};
-    std::atomic<uint64_t> write_through_dropped{0}, rewarm_waiting{0}, write_pauses{0};
-  } tier_;
-  std::mutex tier_mu_;                     // guards the pointer, not the queue
-  std::shared_ptr<WorkQueue> tier_queue_;  // with ssd_, between Start and Stop
+  // SSD tier (AttachSsd): the device, its I/O, trash, counters and queue.
+  std::unique_ptr<SsdStage> ssd_;
+  std::mutex ssd_evict_mu_;  // one SSD evictor at a time
 
   std::mutex maint_mu_;
   std::unique_ptr<PeriodicTask> maint_task_;  // maint_mu_; RunMaintenance every interval

@@ -75,7 +75,7 @@ size_t StoreAdmin::Prefetch(std::string_view tenant, std::span<const std::string
         /*droppable=*/false);
     ++n;
   }
-  s.tier_.prefetch_scheduled.fetch_add(n, std::memory_order_relaxed);
+  s.ssd_->counters.prefetch_scheduled.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 

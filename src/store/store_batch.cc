@@ -250,14 +250,14 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
       });
   // Values held only on SSD are rewarmed after the shard pass, without its
   // locks, up to the SSD queue depth at a time.
-  if (!cold_items.empty() && ssd_io_) {
+  if (!cold_items.empty() && ssd_) {
     std::vector<std::function<void()>> rewarms;
     rewarms.reserve(cold_items.size());
     for (uint32_t i : cold_items) {
       rewarms.emplace_back(
           [&, i] { out[i] = LeaseCold(ShardFor(composites[i]), composites[i], caller); });
     }
-    ssd_io_->RunAll(rewarms);
+    ssd_->io().RunAll(rewarms);
   }
   op_stats_.RecordBatch(Op::kBatchGet, Op::kGet, CodesOf(out), caller.rank);
   return out;

@@ -44,7 +44,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
     return NotFound("key not found");
   }
   Blob& blob = *it->second.current;
-  (from_ssd ? tier_.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
+  (from_ssd ? ssd_->counters.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
   shard.Touch(*it, now);
   uint8_t* const data = dram_->base() + blob.extent.offset;
   if (hold == ReadHold::kLocate) {

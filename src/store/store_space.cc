@@ -165,11 +165,11 @@ size_t Store::EvictVictims(std::span<const Victim> victims,
       in_flight -= v->dram_bytes;
     }
   };
-  const size_t workers = ssd_ ? std::min<size_t>(victims.size(), ssd_io_->depth()) : 1;
+  const size_t workers = ssd_ ? std::min<size_t>(victims.size(), ssd_->depth()) : 1;
   if (workers <= 1) {
     worker();
   } else {
-    ssd_io_->RunAll(std::vector<std::function<void()>>(workers, worker));
+    ssd_->io().RunAll(std::vector<std::function<void()>>(workers, worker));
   }
   return count.load();
 }
@@ -214,8 +214,8 @@ size_t Store::RunMaintenance() {
   }
   DrainSsdTrash();
   if (ssd_) {
-    const uint64_t ssd_capacity = ssd_->Stats().capacity;
-    if (ssd_->Stats().allocated >
+    const uint64_t ssd_capacity = ssd_->device().Stats().capacity;
+    if (ssd_->device().Stats().allocated >
         static_cast<uint64_t>(options_.ssd_high_watermark * ssd_capacity)) {
       EvictSsdDownTo(static_cast<uint64_t>(options_.ssd_low_watermark * ssd_capacity));
     }

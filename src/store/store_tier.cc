@@ -1,8 +1,10 @@
-// Store: the SSD tier. Demotion (DRAM -> SSD), rewarm (SSD -> DRAM, one read per
-// key), SSD eviction, write-through and prefetch jobs, and recovery at attach.
+// Store: the moves of the SSD tier that touch the index. Demotion (DRAM ->
+// SSD), rewarm (SSD -> DRAM, one read per key), SSD eviction, and recovery at
+// attach; the device's side (I/O, trash, write pauses, counters, the queue of
+// write-through copies and prefetches) is SsdStage (ssd_stage.h).
 //
-// Lock order: evict_mu_ -> ssd_evict_mu_ -> a shard's mu -> trash_mu_. SSD I/O
-// runs with no shard lock held.
+// Lock order: evict_mu_ -> ssd_evict_mu_ -> a shard's mu -> the stage's trash
+// lock. SSD I/O runs with no shard lock held.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,12 +13,6 @@
 #include "store/store_internal.h"
 
 namespace tierkv {
-namespace {
-
-constexpr size_t kMaxQueuedWriteThrough = 4096;
-
-}  // namespace
-
 Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recovered,
                         const SsdRecoveryStats& recovery) {
   if (ssd_) return InvalidArgument("an SSD tier is already attached");
@@ -30,16 +26,22 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
     return InvalidArgument("the SSD queue depth must be between 1 and " +
                            std::to_string(kMaxSsdQueueDepth));
   }
-  ssd_io_ = std::make_unique<IoPool>(options_.ssd_queue_depth);
-  ssd_ = std::move(ssd);
-  recovery_ = recovery;
-  const int64_t now = clock_->NowNanos();
+  // Blobs whose names are not valid keys here are freed and counted as corrupt.
+  SsdRecoveryStats found = recovery;
+  std::vector<SsdBlob> valid;
+  valid.reserve(recovered.size());
   for (SsdBlob& blob : recovered) {
     if (!rules_.Tenant(blob.header.tenant).ok() || !rules_.Key(blob.header.key).ok()) {
-      ++recovery_.corrupt;
-      (void)ssd_->Free(blob);
-      continue;
+      ++found.corrupt;
+      (void)ssd->Free(blob);
+    } else {
+      valid.push_back(std::move(blob));
     }
+  }
+  ssd_ = std::make_unique<SsdStage>(std::move(ssd), options_.ssd_queue_depth, clock_,
+                                    options_.ssd_error_backoff_ms, found);
+  const int64_t now = clock_->NowNanos();
+  for (SsdBlob& blob : valid) {
     const std::string composite = Composite(blob.header.tenant, blob.header.key);
     Shard& shard = ShardFor(composite);
     ShardLock lock(shard.mu);
@@ -48,7 +50,7 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
     ++shard.readable;
     it->second.last_access = now;
     it->second.generation = next_generation_.fetch_add(1, std::memory_order_relaxed);
-    InstallSsdLocked(shard, *it, MakeReplica(std::move(blob)));
+    InstallSsdLocked(shard, *it, ssd_->MakeReplica(std::move(blob)));
   }
   StartTierWorker();
   return Status::Ok();
@@ -57,27 +59,8 @@ Status Store::AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recov
 // ---------------------------------------------------------------------------
 // Replicas and the trash.
 
-std::shared_ptr<Store::SsdReplica> Store::MakeReplica(SsdBlob blob) {
-  return std::shared_ptr<SsdReplica>(new SsdReplica{std::move(blob)}, [this](SsdReplica* r) {
-    if (!closing_.load(std::memory_order_relaxed)) {
-      std::lock_guard<std::mutex> lock(trash_mu_);
-      trash_.push_back(std::move(r->blob));
-    }
-    delete r;
-  });
-}
-
 void Store::DrainSsdTrash() {
-  if (!ssd_) return;
-  std::vector<SsdBlob> blobs;
-  {
-    std::lock_guard<std::mutex> lock(trash_mu_);
-    if (trash_.empty()) return;
-    blobs.swap(trash_);
-  }
-  for (const SsdBlob& b : blobs) {
-    if (Status st = ssd_->Free(b); !st.ok()) NoteSsdError(st, "free");
-  }
+  if (ssd_) ssd_->DrainTrash();
 }
 
 void Store::InstallSsdLocked(Shard& shard, Map::value_type& kv,
@@ -102,57 +85,25 @@ std::shared_ptr<Store::SsdReplica> Store::DropSsdLocked(Shard& shard, Map::value
   return r;
 }
 
-void Store::NoteSsdError(const Status& st, const char* what) {
-  tier_.io_errors.fetch_add(1, std::memory_order_relaxed);
-  const int64_t now = clock_->NowNanos();
-  const int64_t resume = now + options_.ssd_error_backoff_ms * 1'000'000;
-  const int64_t before = ssd_writes_resume_at_.exchange(resume);
-  if (before <= now) {
-    tier_.write_pauses.fetch_add(1, std::memory_order_relaxed);
-    spdlog::error("SSD tier: {} failed ({}); no new SSD writes for {} ms", what, st.ToString(),
-                  options_.ssd_error_backoff_ms);
-  }
-}
-
-bool Store::SsdWritable() const {
-  return ssd_ && clock_->NowNanos() >= ssd_writes_resume_at_.load(std::memory_order_relaxed);
-}
-
 // ---------------------------------------------------------------------------
 // DRAM -> SSD.
 
 Result<SsdBlob> Store::WriteSsd(const BlobHeader& header, const void* value) {
-  const uint64_t footprint = BlobFootprint(header.size);
-  if (footprint > ssd_->Stats().capacity) {  // never fits: evict nothing for it
-    tier_.flush_failed.fetch_add(1, std::memory_order_relaxed);
-    return Status(Code::kNoSpace, "object larger than the SSD tier");
-  }
-  for (int attempt = 0;; ++attempt) {
-    Result<SsdBlob> r = ssd_->Write(header, value);
-    if (r.ok()) {
-      tier_.flush_blobs.fetch_add(1, std::memory_order_relaxed);
-      tier_.flush_bytes.fetch_add(header.size, std::memory_order_relaxed);
-      return r;
-    }
-    if (r.code() != Code::kNoSpace || attempt == 1) {
-      tier_.flush_failed.fetch_add(1, std::memory_order_relaxed);
-      if (r.code() == Code::kIoError) NoteSsdError(r.status(), "write");
-      return r;
-    }
+  return ssd_->Write(header, value, [this](uint64_t footprint) {
     // Full: drop the oldest SSD replicas until the blob fits.
     std::lock_guard<std::mutex> lock(ssd_evict_mu_);
     DrainSsdTrash();
-    while (ssd_->Stats().largest_free < footprint) {
+    while (ssd_->device().Stats().largest_free < footprint) {
       std::vector<Victim> victims = GatherSsdVictims();
       bool progress = false;
       for (const Victim& v : victims) {
         progress |= EvictSsdVictim(v);
         DrainSsdTrash();
-        if (ssd_->Stats().largest_free >= footprint) break;
+        if (ssd_->device().Stats().largest_free >= footprint) break;
       }
       if (!progress) break;
     }
-  }
+  });
 }
 
 bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t last_access,
@@ -172,7 +123,8 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     const RemoveCause cause = e.ssd ? RemoveCause::kDemoted : RemoveCause::kEvicted;
     evicted_objects_.fetch_add(1, std::memory_order_relaxed);
     evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);
-    if (cause == RemoveCause::kDemoted) tier_.demoted.fetch_add(1, std::memory_order_relaxed);
+    if (cause == RemoveCause::kDemoted)
+      ssd_->counters.demoted.fetch_add(1, std::memory_order_relaxed);
     AnnounceRemoved(*it, *blob, cause);
     RetireLocked(shard, std::move(blob));
     EraseIfEmptyLocked(shard, it);
@@ -215,7 +167,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     }
     UnpinLocked(shard, pinned);
     if (written.ok()) {
-      auto replica = MakeReplica(std::move(*written));
+      auto replica = ssd_->MakeReplica(std::move(*written));
       if (same && !it->second.ssd) {
         InstallSsdLocked(shard, *it, std::move(replica));
       } else {
@@ -254,8 +206,9 @@ bool Store::EvictSsdVictim(const Victim& victim) {
     }
     dropped = DropSsdLocked(shard, *it, RemoveCause::kEvicted);
     if (!e.current) --shard.readable;
-    tier_.ssd_evicted_objects.fetch_add(1, std::memory_order_relaxed);
-    tier_.ssd_evicted_bytes.fetch_add(dropped->blob.header.size, std::memory_order_relaxed);
+    ssd_->counters.ssd_evicted_objects.fetch_add(1, std::memory_order_relaxed);
+    ssd_->counters.ssd_evicted_bytes.fetch_add(dropped->blob.header.size,
+                                               std::memory_order_relaxed);
     EraseIfEmptyLocked(shard, it);
   }
   return true;
@@ -266,13 +219,13 @@ size_t Store::EvictSsdDownTo(uint64_t target_used) {
   std::lock_guard<std::mutex> lock(ssd_evict_mu_);
   size_t evicted = 0;
   DrainSsdTrash();
-  while (ssd_->Stats().allocated > target_used) {
+  while (ssd_->device().Stats().allocated > target_used) {
     std::vector<Victim> victims = GatherSsdVictims();
     size_t round = 0;
     for (const Victim& v : victims) {
       round += EvictSsdVictim(v) ? 1 : 0;
       DrainSsdTrash();
-      if (ssd_->Stats().allocated <= target_used) break;
+      if (ssd_->device().Stats().allocated <= target_used) break;
     }
     evicted += round;
     if (round == 0) break;
@@ -296,9 +249,9 @@ Status Store::Rewarm(Shard& shard, const std::string& composite) {
     if (flight.leader) replica = e.ssd;
   }
   if (!flight.leader) {
-    tier_.rewarm_waiting.fetch_add(1, std::memory_order_relaxed);
+    ssd_->counters.rewarm_waiting.fetch_add(1, std::memory_order_relaxed);
     Status st = flight.ticket->Wait();
-    tier_.rewarm_waiting.fetch_sub(1, std::memory_order_relaxed);
+    ssd_->counters.rewarm_waiting.fetch_sub(1, std::memory_order_relaxed);
     return st;
   }
   Status st = RunRewarm(shard, composite, replica, flight.ticket);
@@ -312,11 +265,11 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
                         const std::shared_ptr<SsdReplica>& replica,
                         const std::shared_ptr<FlightTicket<Status>>& ticket) {
   const uint64_t size = replica->blob.header.size;
-  tier_.rewarm_bytes_current.fetch_add(size, std::memory_order_relaxed);
+  ssd_->counters.rewarm_bytes_current.fetch_add(size, std::memory_order_relaxed);
   Result<Extent> space = AllocateSpace(size);
   Status st = space.status();
-  if (space.ok()) st = ssd_->Read(replica->blob, dram_->base() + space->offset);
-  tier_.rewarm_bytes_current.fetch_sub(size, std::memory_order_relaxed);
+  if (space.ok()) st = ssd_->device().Read(replica->blob, dram_->base() + space->offset);
+  ssd_->counters.rewarm_bytes_current.fetch_sub(size, std::memory_order_relaxed);
 
   ShardLock lock(shard.mu);
   auto it = shard.map.find(composite);
@@ -325,15 +278,15 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   const bool same = found && it->second.ssd == replica;
   if (!st.ok()) {
     if (space.ok()) FreeExtent(*space, size);
-    tier_.rewarm_failed.fetch_add(1, std::memory_order_relaxed);
+    ssd_->counters.rewarm_failed.fetch_add(1, std::memory_order_relaxed);
     if (st.code() == Code::kNoSpace) return st;
     if (st.code() != Code::kProtocolError) {
-      NoteSsdError(st, "read");
+      ssd_->NoteError(st, "read");
       return st;
     }
     // A bad checksum: the replica is never served again. The device answered,
     // so writes go on (pausing them would drop every demotion meanwhile).
-    tier_.corrupt_blobs.fetch_add(1, std::memory_order_relaxed);
+    ssd_->counters.corrupt_blobs.fetch_add(1, std::memory_order_relaxed);
     if (same) {
       (void)DropSsdLocked(shard, *it, RemoveCause::kEvicted);
       if (!it->second.current) --shard.readable;
@@ -354,8 +307,8 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
   it->second.current = std::move(blob);
   shard.Touch(*it, clock_->NowNanos());
   AnnounceStored(*it, *it->second.current);
-  tier_.rewarm.fetch_add(1, std::memory_order_relaxed);
-  tier_.rewarm_bytes.fetch_add(size, std::memory_order_relaxed);
+  ssd_->counters.rewarm.fetch_add(1, std::memory_order_relaxed);
+  ssd_->counters.rewarm_bytes.fetch_add(size, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -376,42 +329,19 @@ Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
 // Background jobs (write-through copies and prefetches).
 
 void Store::EnqueueTierJob(std::function<void()> job, bool droppable) {
-  std::lock_guard<std::mutex> lock(tier_mu_);
-  if (tier_queue_ && !tier_queue_->Post(std::move(job), droppable) && droppable) {
-    // The copy is made when the object is demoted instead.
-    tier_.write_through_dropped.fetch_add(1, std::memory_order_relaxed);
-  }
+  ssd_->Post(std::move(job), droppable);
 }
 
 void Store::StartTierWorker() {
-  std::lock_guard<std::mutex> lock(tier_mu_);
-  if (tier_queue_) return;
-  // Up to the queue depth of queued copies and prefetches run side by side.
-  Scheduler* scheduler = options_.scheduler ? options_.scheduler : ThreadScheduler();
-  tier_queue_ = scheduler->Queue(
-      {.max_queued = kMaxQueuedWriteThrough,
-       .max_batch = static_cast<size_t>(ssd_io_->depth()),
-       .run_batch = [this](std::vector<std::function<void()>>& jobs) { ssd_io_->RunAll(jobs); }});
+  ssd_->StartQueue(options_.scheduler ? options_.scheduler : ThreadScheduler());
 }
 
 void Store::StopTierWorker() {
-  std::shared_ptr<WorkQueue> queue;
-  {
-    std::lock_guard<std::mutex> lock(tier_mu_);
-    queue = std::move(tier_queue_);
-  }
-  // Queued copies and prefetches are only optimisations: dropped. Not under
-  // tier_mu_, which a running job takes to post another.
-  if (queue) queue->Stop();
+  if (ssd_) ssd_->StopQueue();
 }
 
 void Store::WaitTierIdle() {
-  std::shared_ptr<WorkQueue> queue;
-  {
-    std::lock_guard<std::mutex> lock(tier_mu_);
-    queue = tier_queue_;
-  }
-  if (queue) queue->WaitIdle();
+  if (ssd_) ssd_->WaitIdle();
 }
 
 }  // namespace tierkv

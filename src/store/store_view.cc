@@ -116,33 +116,7 @@ StoreStats StoreAdmin::Stats() const {
   s.get_hits_dram = st.get_hits_dram_.load(std::memory_order_relaxed);
   s.evicting = st.evicting_.load(std::memory_order_relaxed) > 0;
   s.dram = st.dram_->Stats();
-  if (st.ssd_) {
-    TierStats& t = s.tier;
-    t.enabled = true;
-    t.engine = std::string(st.ssd_->file().engine());
-    t.direct = st.ssd_->file().direct();
-    t.ssd = st.ssd_->Stats();
-    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    t.flush_blobs = get(st.tier_.flush_blobs);
-    t.flush_bytes = get(st.tier_.flush_bytes);
-    t.flush_failed = get(st.tier_.flush_failed);
-    t.demoted = get(st.tier_.demoted);
-    t.rewarm = get(st.tier_.rewarm);
-    t.rewarm_failed = get(st.tier_.rewarm_failed);
-    t.rewarm_bytes = get(st.tier_.rewarm_bytes);
-    t.rewarm_bytes_current = get(st.tier_.rewarm_bytes_current);
-    t.rewarm_waiting = get(st.tier_.rewarm_waiting);
-    t.get_hits_ssd = get(st.tier_.get_hits_ssd);
-    t.ssd_evicted_objects = get(st.tier_.ssd_evicted_objects);
-    t.ssd_evicted_bytes = get(st.tier_.ssd_evicted_bytes);
-    t.io_errors = get(st.tier_.io_errors);
-    t.corrupt_blobs = get(st.tier_.corrupt_blobs);
-    t.writes_paused = !st.SsdWritable();
-    t.write_pauses = get(st.tier_.write_pauses);
-    t.prefetch_scheduled = get(st.tier_.prefetch_scheduled);
-    t.write_through_dropped = get(st.tier_.write_through_dropped);
-    t.recovered = st.recovery_;
-  }
+  if (st.ssd_) st.ssd_->Fill(&s.tier);
   return s;
 }
 
