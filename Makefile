@@ -58,7 +58,8 @@ test-tsan: build
 	  -DTIERKV_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS="-O1 -fno-omit-frame-pointer -fsanitize=thread" \
 	  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
 	@cmake --build $(TSAN_DIR) -j $(JOBS)
-	cd $(TSAN_DIR) && $(TSAN_ENV) ./store_test && $(TSAN_ENV) ./events_test && \
+	cd $(TSAN_DIR) && $(TSAN_ENV) ./common_test && $(TSAN_ENV) ./store_test && \
+	  $(TSAN_ENV) ./events_test && \
 	  $(TSAN_ENV) ./transfer_test && $(TSAN_ENV) ./cluster_unit_test && \
 	  $(TSAN_ENV) ./integration_test
 	$(TSAN_ENV) TIERKV_BUILD_DIR=$(abspath $(BUILD_DIR)) \

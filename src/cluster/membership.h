@@ -135,7 +135,7 @@ class Membership final : public HaStateProvider {
     listener_ = std::move(listener);
   }
   // Called with the new runtime UUID when a fenced process rejoins, before the
-  // new incarnation's record is written (on the monitor thread; it may block
+  // new incarnation's record is written (on the monitor task; it may block
   // briefly). Set before Register.
   void SetIncarnationListener(std::function<void(const std::string&)> listener) {
     incarnation_listener_ = std::move(listener);

@@ -25,8 +25,8 @@
 // its SSD replicas in an LruQueue. An eviction round takes each shard's next
 // candidates (S3-FIFO: one; LRU: a few from the tail), sorts them by last
 // access and moves the oldest one tier down until the goal is met. It runs on demand when an alloc
-// finds no room (the alloc waits for it), and in a background thread whenever usage passes the high
-// watermark, down to the low one.
+// finds no room (the alloc waits for it), and in the maintenance task whenever usage passes the
+// high watermark, down to the low one.
 //
 // With an SSD tier (AttachSsd), a DRAM victim is demoted: written to SSD unless
 // it already has an SSD replica, then dropped from DRAM; it is dropped outright
@@ -101,11 +101,12 @@ class Store {
                    const SsdRecoveryStats& recovery);
   bool has_ssd() const { return ssd_ != nullptr; }
 
-  // Starts / stops the background maintenance thread (lease and grant expiry,
-  // watermark eviction) and, with an SSD tier, the worker of write-through
-  // copies and prefetches (which AttachSsd starts too; Stop drops what it has
-  // queued). Without them, tests drive RunMaintenance() themselves. After Stop
-  // no thread of the store calls its observers.
+  // Starts / stops the maintenance task on StoreOptions::scheduler (lease and
+  // grant expiry, watermark eviction) and, with an SSD tier, the work queue of
+  // write-through copies and prefetches (which AttachSsd starts too; Stop
+  // drops what it has queued). Without them, tests drive
+  // admin().RunMaintenance() themselves. After Stop no thread of the store
+  // calls its observers.
   void Start();
   void Stop();
 
