@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 
 #include "media/mem_block_file.h"
@@ -88,21 +89,21 @@ TEST_F(SsdStageTest, AFullDeviceAsksForRoomOnceAndReleasedReplicasAreFreedFromTh
 
 TEST_F(SsdStageTest, JobsRunOnlyBetweenStartAndStopAndADroppableOneIsCountedWhenDropped) {
   ManualScheduler scheduler(&clock_);
-  int ran = 0;
+  std::atomic<int> ran{0};              // a batch's jobs run side by side on the I/O pool
   stage_->Post([&] { ++ran; }, false);  // not started: dropped
   stage_->StartQueue(&scheduler);
   for (size_t i = 0; i < SsdStage::kMaxQueued; ++i) stage_->Post([&] { ++ran; }, true);
   stage_->Post([&] { ++ran; }, true);  // full: dropped and counted
   stage_->Post([&] { ++ran; }, false);
   stage_->WaitIdle();  // runs them here
-  EXPECT_EQ(ran, static_cast<int>(SsdStage::kMaxQueued) + 1);
+  EXPECT_EQ(ran.load(), static_cast<int>(SsdStage::kMaxQueued) + 1);
   TierStats t;
   stage_->Fill(&t);
   EXPECT_EQ(t.write_through_dropped, 1u);
   stage_->StopQueue();
   stage_->Post([&] { ++ran; }, false);
   stage_->WaitIdle();
-  EXPECT_EQ(ran, static_cast<int>(SsdStage::kMaxQueued) + 1);
+  EXPECT_EQ(ran.load(), static_cast<int>(SsdStage::kMaxQueued) + 1);
 }
 
 }  // namespace
