@@ -110,7 +110,7 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
                                          std::span<const std::string_view> keys,
                                          std::vector<uint64_t>* superseded) {
   TraceScope trace(Trace().fetch);
-  fetches_.fetch_add(keys.size(), std::memory_order_relaxed);
+  counters_.fetches.fetch_add(keys.size(), std::memory_order_relaxed);
   std::vector<Item> items(keys.size());
   std::vector<std::string> composites(keys.size());
   std::vector<SingleFlight<std::string, Status>::Joined> flights(keys.size());
@@ -152,7 +152,7 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
       it->same_owner = !elsewhere;
       it->stale = false;
       it->attempted = false;
-      stale_retries_.fetch_add(1, std::memory_order_relaxed);
+      counters_.stale_retries.fetch_add(1, std::memory_order_relaxed);
       again.push_back(it);
     }
     if (again.empty()) break;
@@ -175,7 +175,7 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
       continue;
     }
     // Another fetch of this key is under way; its own deadlines bound it.
-    shared_flights_.fetch_add(1, std::memory_order_relaxed);
+    counters_.shared_flights.fetch_add(1, std::memory_order_relaxed);
     std::optional<Status> done = flights[i].ticket->WaitFor(std::chrono::seconds(60));
     out[i] = done ? std::move(*done) : NotFound("a concurrent fetch of this key did not end");
   }
@@ -202,7 +202,7 @@ void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
           });
       std::shared_ptr<Peer> p = it == found.locations.end() ? nullptr : PeerOf(it->owner);
       if (!p || p->uuid != it->owner_uuid || p->data_endpoint.empty()) {
-        miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
+        counters_.miss_not_indexed.fetch_add(1, std::memory_order_relaxed);
         item->not_indexed = it == found.locations.end();  // not a peer-table lag
         item->status = NotFound("the index here does not show " + std::string(item->only_owner) +
                                 "'s value at generation " + std::to_string(item->only_generation));
@@ -224,7 +224,7 @@ void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
     }
     const std::optional<size_t> best = PickRoute(candidates);
     if (!best) {
-      miss_not_indexed_.fetch_add(1, std::memory_order_relaxed);
+      counters_.miss_not_indexed.fetch_add(1, std::memory_order_relaxed);
       item->status = NoRoute(found);
       continue;
     }
@@ -268,7 +268,7 @@ void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item
         // A speculative authorization that got no answer is retried once,
         // now that the previous READ stage has drained.
         Finish(owner, cur);
-        lookahead_retries_.fetch_add(1, std::memory_order_relaxed);
+        counters_.lookahead_retries.fetch_add(1, std::memory_order_relaxed);
         cur = Authorize(peer, segs[k], /*read_first=*/true);
       }
     } else {
@@ -282,15 +282,15 @@ void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item
     }
     bool reachable = cur.call.code() != Code::kUnavailable;
     if (cur.call.ok()) {
-      reachable = ReadSegment(peer, segs[k], cur);
+      reachable = reader_.ReadSegment(peer, segs[k], cur);
     } else {
       for (Item* it : segs[k].items) {
         it->status = NotFound("owner " + peer.node + " refused: " + cur.call.message());
       }
       if (cur.call.code() == Code::kNoSpace) {
-        miss_budget_.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
+        counters_.miss_budget.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
       } else {
-        miss_refused_.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
+        counters_.miss_refused.fetch_add(segs[k].items.size(), std::memory_order_relaxed);
       }
     }
     Finish(owner, cur);
@@ -298,13 +298,13 @@ void RemoteFetcher::RunPlan(const std::shared_ptr<Peer>& owner, std::vector<Item
       if (speculative) {  // the grant for the next stage is of no use now
         Authorized unused = next.get();
         speculative = false;
-        lookahead_discarded_.fetch_add(1, std::memory_order_relaxed);
+        counters_.lookahead_discarded.fetch_add(1, std::memory_order_relaxed);
         Finish(owner, unused);
       }
       for (size_t r = k + 1; r < segs.size(); ++r) {
         for (Item* it : segs[r].items) {
           it->status = NotFound("owner " + peer.node + " is unreachable");
-          miss_read_.fetch_add(1, std::memory_order_relaxed);
+          counters_.miss_read.fetch_add(1, std::memory_order_relaxed);
         }
       }
       return;
@@ -365,7 +365,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   Authorized a;
   if (!AcquireSlot(peer)) {
     a.call = Status(Code::kNoSpace, "too many grants await release");
-    miss_slots_.fetch_add(seg.items.size(), std::memory_order_relaxed);
+    counters_.miss_slots.fetch_add(seg.items.size(), std::memory_order_relaxed);
     return a;
   }
   a.slot = true;
@@ -394,8 +394,8 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   std::optional<AllocGrant> early_grant;
   if (read_first && options_.authorize_over_data && !first.any_generation &&
       RangesFor(first.loc.size, options_.parallel_reads) == 1) {
-    Result<AllocGrant> g =
-        store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size, AllocOptions(first));
+    Result<AllocGrant> g = store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size,
+                                         SegmentReader::AllocOptions(first));
     if (g.ok()) {
       early_grant = *g;
       early.request = {a.ticket, 0, first.loc.generation, 0, first.loc.size};
@@ -417,18 +417,18 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
     if (a.first_done) {
       const KnownChecksum verified[] = {{0, first.loc.size, early.digest}};
       first.attempted = true;
-      CommitFetched(first, first_caller, early_grant->alloc_id, verified);
-      early_reads_.fetch_add(1, std::memory_order_relaxed);
+      reader_.CommitFetched(first, first_caller, early_grant->alloc_id, verified);
+      counters_.early_reads.fetch_add(1, std::memory_order_relaxed);
     } else {
       // Refused, not granted, or not read: the READ stage reads it again if
       // it was granted.
       (void)store_->Abort(first_caller, early_grant->alloc_id);
     }
   }
-  authorizations_.fetch_add(1, std::memory_order_relaxed);
+  counters_.authorizations.fetch_add(1, std::memory_order_relaxed);
   if (call.code() != Code::kUnavailable) {
     // Answered: the owner released them before anything else.
-    releases_.fetch_add(carried.size(), std::memory_order_relaxed);
+    counters_.releases.fetch_add(carried.size(), std::memory_order_relaxed);
     for (const PendingRelease& r : carried) {
       if (r.slot) ReleaseSlot(peer);
     }
@@ -439,7 +439,7 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
     a.call = call;
     if (a.call.code() == Code::kUnavailable) {
       // No answer: the grant may exist all the same; the ticket is released.
-      authorize_failures_.fetch_add(1, std::memory_order_relaxed);
+      counters_.authorize_failures.fetch_add(1, std::memory_order_relaxed);
     } else {
       a.ticket = 0;  // refused whole: there is no grant
     }
@@ -471,34 +471,34 @@ void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {
   req.set_ticket(ticket);
   const Status st = grant_client_->Release(peer.endpoint, req, options_.release_timeout_ms);
   if (st.ok()) {
-    releases_.fetch_add(1, std::memory_order_relaxed);
+    counters_.releases.fetch_add(1, std::memory_order_relaxed);
   } else {
     // Left to the owner's grant deadline; that is no proof the READs drained.
-    release_failures_.fetch_add(1, std::memory_order_relaxed);
+    counters_.release_failures.fetch_add(1, std::memory_order_relaxed);
     spdlog::debug("release of ticket {} on {} failed: {}", ticket, peer.node, st.ToString());
   }
 }
 
 RemoteReadStats RemoteFetcher::Stats() const {
   RemoteReadStats s;
-  s.fetches = fetches_.load();
-  s.objects = objects_.load();
-  s.bytes = bytes_.load();
-  s.miss_not_indexed = miss_not_indexed_.load();
-  s.miss_refused = miss_refused_.load();
-  s.miss_budget = miss_budget_.load();
-  s.miss_read = miss_read_.load();
-  s.miss_local_space = miss_local_space_.load();
-  s.miss_slots = miss_slots_.load();
-  s.authorizations = authorizations_.load();
-  s.authorize_failures = authorize_failures_.load();
-  s.releases = releases_.load();
-  s.release_failures = release_failures_.load();
-  s.lookahead_discarded = lookahead_discarded_.load();
-  s.lookahead_retries = lookahead_retries_.load();
-  s.shared_flights = shared_flights_.load();
-  s.stale_retries = stale_retries_.load();
-  s.early_reads = early_reads_.load();
+  s.fetches = counters_.fetches.load();
+  s.objects = counters_.objects.load();
+  s.bytes = counters_.bytes.load();
+  s.miss_not_indexed = counters_.miss_not_indexed.load();
+  s.miss_refused = counters_.miss_refused.load();
+  s.miss_budget = counters_.miss_budget.load();
+  s.miss_read = counters_.miss_read.load();
+  s.miss_local_space = counters_.miss_local_space.load();
+  s.miss_slots = counters_.miss_slots.load();
+  s.authorizations = counters_.authorizations.load();
+  s.authorize_failures = counters_.authorize_failures.load();
+  s.releases = counters_.releases.load();
+  s.release_failures = counters_.release_failures.load();
+  s.lookahead_discarded = counters_.lookahead_discarded.load();
+  s.lookahead_retries = counters_.lookahead_retries.load();
+  s.shared_flights = counters_.shared_flights.load();
+  s.stale_retries = counters_.stale_retries.load();
+  s.early_reads = counters_.early_reads.load();
   if (copies_ != nullptr) {
     const CopyStats c = copies_->Stats();
     s.copies = c.tracked;

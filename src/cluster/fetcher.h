@@ -43,8 +43,8 @@
 // Parts: routing is pure (fetch_route.h); the Authorize and Release calls of
 // peer gRPC go through a GrantClient (grant_client.h: tests stand the owner
 // in, in the same process); releases wait in a GrantReleaser
-// (grant_releaser.h); the READ stage is fetcher_read.cc; one fetch per key at
-// a time is a SingleFlight.
+// (grant_releaser.h); the READ stage is a SegmentReader (segment_reader.h);
+// one fetch per key at a time is a SingleFlight.
 //
 // Thread-safety: thread-safe; every call blocks only its caller.
 #ifndef TIERKV_CLUSTER_FETCHER_H_
@@ -66,12 +66,14 @@
 #include <vector>
 
 #include "cluster/copy_tracker.h"
+#include "cluster/fetch_types.h"
 #include "cluster/global_index.h"
 #include "cluster/grant_client.h"
 #include "cluster/grant_releaser.h"
 #include "cluster/grants.h"
 #include "cluster/peer_limits.h"
 #include "cluster/runtime_id.h"
+#include "cluster/segment_reader.h"
 #include "common/single_flight.h"
 #include "http/ports/cluster.h"
 #include "store/store.h"
@@ -105,11 +107,6 @@ struct FetcherOptions {
   bool authorize_over_data = true;
   std::shared_ptr<const PeerCredentials> credentials;  // null: plaintext
 };
-
-// Session id the fetcher's local allocations are made under (never a client's).
-inline constexpr uint64_t kFetchSession = ~uint64_t{0} - 1;
-// Pin owner of a Pull's comparison with a value held here.
-inline constexpr uint64_t kCompareSession = ~uint64_t{0} - 2;
 
 class RemoteFetcher {
  public:
@@ -164,9 +161,9 @@ class RemoteFetcher {
 
  private:
   using Peer = FetchPeer;
-  struct Item;
-  struct Segment;
-  struct Authorized;
+  using Item = FetchItem;
+  using Segment = FetchSegment;
+  using Authorized = FetchGrant;
 
   std::shared_ptr<Peer> PeerOf(const std::string& node) const;
   // Routes `items` by the index and runs one plan per owner (in parallel).
@@ -198,30 +195,6 @@ class RemoteFetcher {
   void Finish(const std::shared_ptr<Peer>& peer, const Authorized& a);
   // Sends one release alone (the releaser's `send`).
   void Release(Peer& peer, uint64_t ticket);
-  // READs the granted items of `seg`; false when the owner is unreachable.
-  bool ReadSegment(Peer& peer, Segment& seg, const Authorized& auth);
-  // Allocates, READs, verifies and commits one granted item, its bytes in up
-  // to `ranges` READs at once (each of kMinRange bytes at least), keeping the
-  // verified checksums with the local value; the READ's
-  // error (UNAVAILABLE: the owner is unreachable), else OK.
-  Status ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
-                 size_t ranges);
-  // READs [0, size) of a granted item into `dest` as `ranges` ranges at once;
-  // *verified gets each range and the checksum it was verified against.
-  Status ReadRanges(Peer& peer, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
-                    uint8_t* dest, size_t ranges, std::vector<KnownChecksum>* verified);
-  // Pull of a key held here: READs the granted item into memory of its own
-  // and sets the item's status by comparing it with the value held here (OK
-  // when the bytes are the same); the READ's error, else OK. When the key is
-  // no longer held here, sets *not_held, reads nothing and leaves the status.
-  Status CompareHeld(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
-                     const GrantAnswer& answer, size_t ranges, bool* not_held);
-  // Commits a fetched value's allocation (with the checksums its READs were
-  // verified against) and sets the item's status and the counters.
-  void CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
-                     std::span<const KnownChecksum> verified);
-  // How an item's local allocation is made: a get's copy is DRAM-only.
-  static PutOptions AllocOptions(const Item& item);
   bool AcquireSlot(Peer& peer);
   void ReleaseSlot(Peer& peer);
 
@@ -243,10 +216,8 @@ class RemoteFetcher {
 
   SingleFlight<std::string, Status> flights_;  // fetches led here, by "tenant\0key"
 
-  std::atomic<uint64_t> fetches_{0}, objects_{0}, bytes_{0}, miss_not_indexed_{0}, miss_refused_{0},
-      miss_budget_{0}, miss_read_{0}, miss_local_space_{0}, miss_slots_{0}, authorizations_{0},
-      authorize_failures_{0}, releases_{0}, release_failures_{0}, lookahead_discarded_{0},
-      lookahead_retries_{0}, shared_flights_{0}, stale_retries_{0}, early_reads_{0};
+  FetchCounters counters_;
+  SegmentReader reader_{store_, transport_, copies_, options_.parallel_reads, &counters_};
   // Last: destroyed first, sending what it holds while the rest still works.
   std::unique_ptr<GrantReleaser> releaser_;
 };

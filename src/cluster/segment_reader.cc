@@ -1,27 +1,28 @@
-// RemoteFetcher's READ stage: a granted segment's items read over the data
-// channel straight into local allocations (a large value as several ranges
-// at once), verified against the owner's checksums, and committed; a drain's
-// comparison of a value held here is in fetcher_pull.cc.
+// SegmentReader: the READ stage of remote reads, and a Pull's comparison with
+// a value held here.
+#include "cluster/segment_reader.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <thread>
 
-#include "cluster/fetcher.h"
 #include "cluster/fetcher_internal.h"
 
 namespace tierkv {
 
-using fetcher_internal::kMinRange;
 using fetcher_internal::RangesFor;
 using fetcher_internal::Trace;
 
-bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth) {
+bool SegmentReader::ReadSegment(FetchPeer& peer, FetchSegment& seg, const FetchGrant& auth) {
   std::vector<uint32_t> granted;
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < seg.items.size(); ++i) {
     const GrantAnswer& ans = auth.answers[i];
-    Item& it = *seg.items[i];
+    FetchItem& it = *seg.items[i];
     if (i == 0 && auth.first_done) continue;  // read behind the authorization
     if (it.GrantedAsIndexed(ans)) {
       it.loc.generation = ans.generation;  // the same, or the one any_generation got
@@ -31,16 +32,17 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
       continue;
     }
     const bool budget = ans.status.code() == Code::kNoSpace;
-    (budget ? miss_budget_ : miss_refused_).fetch_add(1, std::memory_order_relaxed);
+    (budget ? counters_->miss_budget : counters_->miss_refused)
+        .fetch_add(1, std::memory_order_relaxed);
     it.stale = ans.status.code() == Code::kNotFound;
     it.status = NotFound("owner " + peer.node + " refused " + std::string(it.key) + ": " +
                          (ans.status.ok() ? "size changed" : ans.status.message()));
   }
   std::atomic<bool> reachable{true};
   std::atomic<size_t> next{0};
-  const size_t width = bytes < (1u << 20) ? 1 : std::min(options_.parallel_reads, granted.size());
+  const size_t width = bytes < (1u << 20) ? 1 : std::min(parallel_reads_, granted.size());
   // The data connections the items' READs leave free carry ranges of one item.
-  const size_t ranges = std::max<size_t>(1, options_.parallel_reads / std::max<size_t>(1, width));
+  const size_t ranges = std::max<size_t>(1, parallel_reads_ / std::max<size_t>(1, width));
   auto work = [&] {
     for (size_t n = next.fetch_add(1); n < granted.size() && reachable.load();
          n = next.fetch_add(1)) {
@@ -56,17 +58,17 @@ bool RemoteFetcher::ReadSegment(Peer& peer, Segment& seg, const Authorized& auth
   for (std::thread& t : extra) t.join();
   if (!reachable.load()) {
     for (uint32_t idx : granted) {
-      Item& it = *seg.items[idx];
+      FetchItem& it = *seg.items[idx];
       if (!it.attempted) {
         it.status = NotFound("owner " + peer.node + " is unreachable");
-        miss_read_.fetch_add(1, std::memory_order_relaxed);
+        counters_->miss_read.fetch_add(1, std::memory_order_relaxed);
       }
     }
   }
   return reachable.load();
 }
 
-Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
+Status SegmentReader::ReadRanges(FetchPeer& peer, uint64_t ticket, uint32_t index,
                                  const GrantAnswer& ans, uint8_t* dest, size_t ranges,
                                  std::vector<KnownChecksum>* verified) {
   ranges = RangesFor(ans.size, ranges);
@@ -101,7 +103,7 @@ Status RemoteFetcher::ReadRanges(Peer& peer, uint64_t ticket, uint32_t index,
   return Status::Ok();
 }
 
-Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t index,
+Status SegmentReader::ReadOne(FetchPeer& peer, FetchItem& item, uint64_t ticket, uint32_t index,
                               const GrantAnswer& ans, size_t ranges) {
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
@@ -123,7 +125,7 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
       item.status = Status::Ok();  // stored here meanwhile
       return Status::Ok();
     }
-    miss_local_space_.fetch_add(1, std::memory_order_relaxed);
+    counters_->miss_local_space.fetch_add(1, std::memory_order_relaxed);
     item.status = NotFound("no room for it here: " + g.status().message());
     return Status::Ok();
   }
@@ -135,7 +137,7 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
   peer.inflight_bytes.fetch_sub(ans.size);
   if (!st.ok()) {
     (void)store_->Abort(caller, g->alloc_id);
-    miss_read_.fetch_add(1, std::memory_order_relaxed);
+    counters_->miss_read.fetch_add(1, std::memory_order_relaxed);
     item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
     return st;
   }
@@ -143,7 +145,7 @@ Status RemoteFetcher::ReadOne(Peer& peer, Item& item, uint64_t ticket, uint32_t 
   return Status::Ok();
 }
 
-void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t alloc_id,
+void SegmentReader::CommitFetched(FetchItem& item, const Caller& caller, uint64_t alloc_id,
                                   std::span<const KnownChecksum> verified) {
   TraceScope store_trace(Trace().store);
   uint64_t generation = 0;
@@ -160,8 +162,8 @@ void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t all
           item.keep_superseded)) {
     if (item.keep_superseded) {  // the caller reads it once, then removes it
       item.superseded = generation;
-      objects_.fetch_add(1, std::memory_order_relaxed);
-      bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
+      counters_->objects.fetch_add(1, std::memory_order_relaxed);
+      counters_->bytes.fetch_add(item.loc.size, std::memory_order_relaxed);
       item.status = Status::Ok();
       return;
     }
@@ -171,15 +173,59 @@ void RemoteFetcher::CommitFetched(Item& item, const Caller& caller, uint64_t all
                            " while it was read");
     return;
   }
-  objects_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(item.loc.size, std::memory_order_relaxed);
+  counters_->objects.fetch_add(1, std::memory_order_relaxed);
+  counters_->bytes.fetch_add(item.loc.size, std::memory_order_relaxed);
   item.status = Status::Ok();
 }
 
-PutOptions RemoteFetcher::AllocOptions(const Item& item) {
+PutOptions SegmentReader::AllocOptions(const FetchItem& item) {
   PutOptions o;
   o.dram_only = item.only_owner.empty();  // a drain's value is this manager's own
   return o;
+}
+
+Status SegmentReader::CompareHeld(FetchPeer& peer, FetchItem& item, uint64_t ticket, uint32_t index,
+                                  const GrantAnswer& ans, size_t ranges, bool* not_held) {
+  // The value held here stays pinned while the source's is read, so the two
+  // compared are the ones named; another size differs without a READ (and
+  // bounds what a READ may take to a value this manager holds).
+  Result<PinGrant> pin = store_->pins().Pin(kCompareSession, {item.tenant, item.key}, 0, 0);
+  if (pin.status().code() == Code::kNotFound) {
+    *not_held = true;
+    return Status::Ok();
+  }
+  if (!pin.ok()) {
+    item.status = NotFound("held here, and not readable to compare: " + pin.status().ToString());
+    return Status::Ok();
+  }
+  struct Unpin {
+    Store* store;
+    uint64_t id;
+    ~Unpin() { (void)store->pins().Unpin(kCompareSession, id); }
+  } unpin{store_, pin->pin_id};
+  const std::string differs =
+      "this manager holds another value of the key than " + peer.node + "; neither is replaced";
+  if (pin->size != ans.size) {
+    item.status = NotFound(differs);
+    return Status::Ok();
+  }
+  std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[ans.size]);
+  if (!bytes) {
+    item.status = NotFound("held here, and no memory to compare it with " + peer.node + "'s");
+    return Status::Ok();
+  }
+  peer.inflight_bytes.fetch_add(ans.size);
+  std::vector<KnownChecksum> verified;
+  const Status st = ReadRanges(peer, ticket, index, ans, bytes.get(), ranges, &verified);
+  peer.inflight_bytes.fetch_sub(ans.size);
+  if (!st.ok()) {
+    counters_->miss_read.fetch_add(1, std::memory_order_relaxed);
+    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
+    return st;
+  }
+  item.status =
+      std::memcmp(pin->data, bytes.get(), ans.size) == 0 ? Status::Ok() : NotFound(differs);
+  return Status::Ok();
 }
 
 }  // namespace tierkv
