@@ -5,7 +5,7 @@
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 add_library(tierkv_common STATIC
-  src/common/status.cc src/common/types.cc src/common/units.cc src/common/clock.cc src/common/scheduler.cc src/common/work_queue.cc
+  src/common/status.cc src/common/types.cc src/common/units.cc src/common/clock.cc src/common/scheduler.cc src/common/work_queue.cc src/common/metric_sink.cc
   src/common/prefault.cc src/common/tracer.cc)
 tierkv_box(tierkv_common common)
 include(GNUInstallDirs)

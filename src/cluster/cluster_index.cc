@@ -22,8 +22,8 @@ CoverageView ClusterIndexAdapter::Coverage() const {
   v.installs = s.installs;
   v.resets = s.resets;
   v.refused_budget = s.refused_budget;
+  v.rejected_views = s.rejected_views;
   const InventoryStats is = inventory_->Stats();
-  v.rejected_views = is.rejected_views;
   v.streams_out = is.streams_out;
   v.stream_failures = is.stream_failures;
   v.stalls = is.stalls;

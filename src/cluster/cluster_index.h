@@ -22,6 +22,10 @@ class ClusterIndexAdapter final : public ClusterIndexView {
         scope_kind_(std::move(scope_kind)),
         scope_namespaces_(std::move(scope_namespaces)) {}
   CoverageView Coverage() const override;
+  void ReportMetrics(MetricSink& sink) const override {
+    index_->ReportMetrics(sink);
+    inventory_->ReportMetrics(sink);
+  }
   std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                      const std::string& key) const override;
   FenceSeen AwaitOwner(const FenceOwner& owner, uint64_t sequence,

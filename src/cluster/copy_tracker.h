@@ -83,6 +83,9 @@ class CopyTracker final : public ReplicaObserver {
   void Retain(const std::map<std::string, std::string>& live);
 
   CopyStats Stats() const;
+  // Reports the tierkv_remote_copies* families of `stats` (a tracker's, or
+  // zeros where none tracks copies; cluster_metrics.cc).
+  static void ReportMetrics(const CopyStats& stats, MetricSink& sink);
 
   // ReplicaObserver: a copy whose DRAM replica ends here is no longer tracked.
   void OnStored(const ReplicaEvent&) override {}

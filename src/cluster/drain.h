@@ -34,6 +34,13 @@
 
 namespace tierkv {
 
+// What this coordinator's drain jobs did.
+struct DrainStats {
+  bool running = false;
+  uint64_t jobs_done = 0, jobs_cancelled = 0, jobs_failed = 0;
+  uint64_t objects_moved = 0, objects_failed = 0, objects_gone = 0, bytes_moved = 0;
+};
+
 struct PeerCredentials;
 
 class DrainJobs final : public DrainControl {
@@ -65,7 +72,8 @@ class DrainJobs final : public DrainControl {
   void Stop();
   // Jobs and objects of this manager's jobs so far (a running job's objects
   // count as they are moved).
-  DrainStats Stats() const override;
+  DrainStats Stats() const;
+  void ReportMetrics(MetricSink& sink) const override;  // cluster_metrics.cc
 
  private:
   struct Job;

@@ -61,7 +61,22 @@ struct FetchGrant {
   bool first_done = false;  // the first item came with the answer and is stored
 };
 
-// What the fetcher counts (RemoteReadStats).
+// What the fetcher counts, as a snapshot.
+struct FetchStats {
+  uint64_t fetches = 0;             // keys asked of the fetcher
+  uint64_t objects = 0, bytes = 0;  // fetched and stored locally
+  // Bounded misses, by reason.
+  uint64_t miss_not_indexed = 0, miss_refused = 0, miss_budget = 0, miss_read = 0,
+           miss_local_space = 0, miss_slots = 0;
+  uint64_t authorizations = 0, authorize_failures = 0;  // calls; failures: no answer
+  uint64_t releases = 0, release_failures = 0;
+  uint64_t lookahead_discarded = 0, lookahead_retries = 0, shared_flights = 0;
+  uint64_t stale_retries = 0;  // keys routed again after a stale refusal
+  uint64_t early_reads = 0;    // first items read behind their authorization
+  uint64_t grants_awaiting_release = 0;
+};
+
+// What the fetcher counts, as it counts it.
 struct FetchCounters {
   std::atomic<uint64_t> fetches{0}, objects{0}, bytes{0}, miss_not_indexed{0}, miss_refused{0},
       miss_budget{0}, miss_read{0}, miss_local_space{0}, miss_slots{0}, authorizations{0},

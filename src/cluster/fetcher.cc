@@ -479,32 +479,27 @@ void RemoteFetcher::Release(Peer& peer, uint64_t ticket) {
   }
 }
 
-RemoteReadStats RemoteFetcher::Stats() const {
-  RemoteReadStats s;
-  s.fetches = counters_.fetches.load();
-  s.objects = counters_.objects.load();
-  s.bytes = counters_.bytes.load();
-  s.miss_not_indexed = counters_.miss_not_indexed.load();
-  s.miss_refused = counters_.miss_refused.load();
-  s.miss_budget = counters_.miss_budget.load();
-  s.miss_read = counters_.miss_read.load();
-  s.miss_local_space = counters_.miss_local_space.load();
-  s.miss_slots = counters_.miss_slots.load();
-  s.authorizations = counters_.authorizations.load();
-  s.authorize_failures = counters_.authorize_failures.load();
-  s.releases = counters_.releases.load();
-  s.release_failures = counters_.release_failures.load();
-  s.lookahead_discarded = counters_.lookahead_discarded.load();
-  s.lookahead_retries = counters_.lookahead_retries.load();
-  s.shared_flights = counters_.shared_flights.load();
-  s.stale_retries = counters_.stale_retries.load();
-  s.early_reads = counters_.early_reads.load();
-  if (copies_ != nullptr) {
-    const CopyStats c = copies_->Stats();
-    s.copies = c.tracked;
-    s.copies_dropped_stale = c.dropped_stale;
-    s.copies_dropped_lost = c.dropped_lost;
-  }
+FetchStats RemoteFetcher::Stats() const {
+  FetchStats s;
+  const auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.fetches = get(counters_.fetches);
+  s.objects = get(counters_.objects);
+  s.bytes = get(counters_.bytes);
+  s.miss_not_indexed = get(counters_.miss_not_indexed);
+  s.miss_refused = get(counters_.miss_refused);
+  s.miss_budget = get(counters_.miss_budget);
+  s.miss_read = get(counters_.miss_read);
+  s.miss_local_space = get(counters_.miss_local_space);
+  s.miss_slots = get(counters_.miss_slots);
+  s.authorizations = get(counters_.authorizations);
+  s.authorize_failures = get(counters_.authorize_failures);
+  s.releases = get(counters_.releases);
+  s.release_failures = get(counters_.release_failures);
+  s.lookahead_discarded = get(counters_.lookahead_discarded);
+  s.lookahead_retries = get(counters_.lookahead_retries);
+  s.shared_flights = get(counters_.shared_flights);
+  s.stale_retries = get(counters_.stale_retries);
+  s.early_reads = get(counters_.early_reads);
   {
     std::lock_guard lock(slots_mu_);
     s.grants_awaiting_release = slots_used_;

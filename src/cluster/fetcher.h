@@ -157,7 +157,10 @@ class RemoteFetcher {
   std::vector<PullOutcome> Pull(std::string_view tenant, std::span<const std::string_view> keys,
                                 std::string_view source, std::span<const uint64_t> generations);
 
-  RemoteReadStats Stats() const;
+  FetchStats Stats() const;
+  // Reports the tierkv_remote_* families, the copies' among them
+  // (cluster_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const;
 
  private:
   using Peer = FetchPeer;

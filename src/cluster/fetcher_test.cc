@@ -225,7 +225,7 @@ TEST_P(FetcherTest, AStaleEntryIsAskedOfTheSameOwnerAgainOnceTheIndexHasTheNewVa
   };
   ASSERT_TRUE(FetchOne("k").ok());
   EXPECT_EQ(Local("k"), "second!");
-  const RemoteReadStats s = fetcher_->Stats();
+  const FetchStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
   EXPECT_EQ(local_->admin().Stats().pending_allocs, 0u);
@@ -248,7 +248,7 @@ TEST_P(FetcherTest, AStaleEntryTheIndexStillHoldsIsAskedOfItsOwnerForItsValueNow
   View({Stored("k", g1, 5)});
   ASSERT_TRUE(FetchOne("k").ok());
   EXPECT_EQ(Local("k"), "second!");
-  const RemoteReadStats s = fetcher_->Stats();
+  const FetchStats s = fetcher_->Stats();
   EXPECT_EQ(s.stale_retries, 1u);
   EXPECT_EQ(s.miss_refused, 1u);
   EXPECT_EQ(local_->admin().Stats().pending_allocs, 0u);
@@ -306,6 +306,29 @@ TEST_P(FetcherTest, AnOwnerThatDoesNotAnswerIsABoundedMissAndItsGrantsAreStillRe
   EXPECT_EQ(Local("k"), "");
   EXPECT_EQ(fetcher_->Stats().authorize_failures, 1u);
   EXPECT_EQ(grants_->Stats().authorizations, 0u);  // nothing reached the owner
+  {
+    // As /metrics shows it: each family once, the miss under its reason.
+    MetricCapture m;
+    fetcher_->ReportMetrics(m);
+    EXPECT_EQ(m.Value("tierkv_remote_authorize_calls_total{result=\"no_answer\"}"), 1);
+    EXPECT_EQ(m.Value("tierkv_remote_authorize_calls_total{result=\"answered\"}"), 0);
+    const FetchStats f = fetcher_->Stats();
+    const std::pair<const char*, uint64_t> misses[] = {
+        {"not_indexed", f.miss_not_indexed}, {"refused", f.miss_refused},
+        {"budget", f.miss_budget},           {"read_failed", f.miss_read},
+        {"local_space", f.miss_local_space}, {"grant_slots", f.miss_slots}};
+    uint64_t total = 0;
+    for (const auto& [reason, count] : misses) {
+      EXPECT_EQ(m.Value("tierkv_remote_fetch_misses_total{reason=\"" + std::string(reason) + "\"}"),
+                double(count))
+          << reason;
+      total += count;
+    }
+    EXPECT_EQ(total, 1u);  // the one miss, under one reason
+    EXPECT_EQ(m.Value("tierkv_remote_copies"), 0);
+    EXPECT_EQ(m.Families("tierkv_remote_fetch_misses_total"), 1);
+    EXPECT_EQ(m.Families("tierkv_remote_copies_dropped_total"), 1);
+  }
 
   calls_->silent = false;
   ASSERT_TRUE(FetchOne("k").ok());

@@ -249,6 +249,7 @@ IndexStats GlobalIndex::Stats() const {
   s.installs = installs_;
   s.resets = resets_;
   s.refused_budget = refused_budget_;
+  s.rejected_views = rejected_views_.load(std::memory_order_relaxed);
   return s;
 }
 

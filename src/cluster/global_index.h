@@ -12,6 +12,7 @@
 #ifndef TIERKV_CLUSTER_GLOBAL_INDEX_H_
 #define TIERKV_CLUSTER_GLOBAL_INDEX_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -28,6 +29,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/metric_sink.h"
 #include "http/ports/cluster.h"
 #include "tierkv/types.h"
 
@@ -141,6 +143,7 @@ struct IndexStats {
   uint64_t installs = 0;
   uint64_t resets = 0;          // views dropped for a journal overflow or a bad stream
   uint64_t refused_budget = 0;  // views refused because they would not fit
+  uint64_t rejected_views = 0;  // snapshots that failed the inventory's validation
 };
 
 class GlobalIndex {
@@ -183,6 +186,11 @@ class GlobalIndex {
   OwnerEntry EntryOf(const std::string& owner, std::string_view uuid,
                      const OwnerView::KeyHash& h) const;
   IndexStats Stats() const;
+  // A snapshot of an owner failed the inventory's validation (counted as
+  // a refused view).
+  void CountRejectedView() { rejected_views_.fetch_add(1, std::memory_order_relaxed); }
+  // Reports the tierkv_index_* families (cluster_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const;
   // What a wait for a fence taken by `owner` sees now; FenceSeen says what
   // each field means.
   FenceSeen Seen(const FenceOwner& owner) const;
@@ -230,6 +238,7 @@ class GlobalIndex {
   uint64_t staging_bytes_ = 0;
   uint64_t staging_views_ = 0;
   uint64_t installs_ = 0, resets_ = 0, refused_budget_ = 0;
+  std::atomic<uint64_t> rejected_views_{0};
   // Fence waiters: lock order wait_mu_ then mu_.
   mutable std::mutex wait_mu_;
   mutable std::condition_variable advanced_;

@@ -39,6 +39,7 @@
 
 #include "cluster/live_members.h"
 #include "cluster/runtime_id.h"
+#include "common/metric_sink.h"
 #include "common/scheduler.h"
 #include "store/store.h"
 #include "transfer/transport.h"
@@ -139,6 +140,8 @@ class GrantTable final : public transfer::GrantSource {
   Result<transfer::GrantSpan> Open(uint64_t ticket, uint32_t item, uint64_t generation) override;
 
   GrantStats Stats() const;
+  // Reports the tierkv_grants_* families (cluster_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const;
   uint64_t grant_timeout_ms() const { return options_.grant_timeout_ms; }
 
  private:

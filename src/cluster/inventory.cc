@@ -372,7 +372,7 @@ class Inventory::Follower {
   }
 
   bool Reject(const std::string& why) {
-    inv_->rejected_views_.fetch_add(1, std::memory_order_relaxed);
+    inv_->index_->CountRejectedView();
     spdlog::warn("inventory of {}: view refused: {}", owner_.node_id, why);
     return false;
   }
@@ -597,7 +597,6 @@ InventoryStats Inventory::Stats() const {
   s.resets_out = get(resets_out_);
   s.replaced_out = get(replaced_out_);
   s.refused_out = get(refused_out_);
-  s.rejected_views = get(rejected_views_);
   s.stream_failures = get(stream_failures_);
   s.stalls = get(stalls_);
   s.delta_buffer_bytes = encoder_->held_bytes();

@@ -81,7 +81,6 @@ struct InventoryStats {
   uint64_t resets_out = 0;          // streams ended for a journal overflow
   uint64_t replaced_out = 0;        // streams cancelled by a newer one of the same requester
   uint64_t refused_out = 0;         // streams refused: no requester named, or too many requesters
-  uint64_t rejected_views = 0;      // snapshots that failed validation
   uint64_t stream_failures = 0;     // requester streams that broke (stalls included)
   uint64_t stalls = 0;              // requester streams dropped for bringing nothing
   uint64_t delta_buffer_bytes = 0;  // changes encoded for the owner streams, held now
@@ -111,6 +110,8 @@ class Inventory {
   void SetRuntimeUuid(const std::string& uuid);
 
   InventoryStats Stats() const;
+  // Reports the tierkv_inventory_* families (cluster_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const;
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   // Owner side, for the peer service (inventory.cc): serves one stream.
@@ -148,8 +149,8 @@ class Inventory {
   uint64_t served_ids_ = 0;
   std::unique_ptr<PeriodicTask> reconciler_;  // mu_; Reconcile on the scheduler
   std::atomic<uint64_t> streams_out_{0}, frames_out_{0}, bytes_out_{0}, frames_in_{0}, bytes_in_{0},
-      snapshots_out_{0}, resets_out_{0}, replaced_out_{0}, refused_out_{0}, rejected_views_{0},
-      stream_failures_{0}, stalls_{0};
+      snapshots_out_{0}, resets_out_{0}, replaced_out_{0}, refused_out_{0}, stream_failures_{0},
+      stalls_{0};
 };
 
 }  // namespace tierkv

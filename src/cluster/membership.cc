@@ -502,33 +502,6 @@ ClusterView Membership::Members() const {
   return v;
 }
 
-ClusterStats Membership::Stats() const {
-  ClusterStats s;
-  const int64_t now = clock_->NowNanos();
-  {
-    std::lock_guard<std::mutex> lock(view_mu_);
-    s.members = members_.size();
-  }
-  s.registered = registered_.load();
-  s.fenced = fenced_.load();
-  s.validity_seconds = ValidAt(now) ? (valid_until_.load() - now) / 1e9 : 0;
-  s.coordinator = elected_.load() && !s.fenced;
-  s.lease_renew_failures = keeper_.renew_failures();
-  s.coordinator_changes = coordinator_changes_.load();
-  const etcd::ClientStats c = client_->Stats();
-  s.etcd_unavailable = c.unavailable;
-  s.etcd_timeouts = c.timeout;
-  s.etcd_refused = c.refused;
-  s.etcd_failovers = c.failovers;
-  s.watch_reconnects = watcher_.reconnects();
-  s.watch_compactions = watcher_.compactions();
-  s.watch_resyncs = watcher_.resyncs();
-  s.fences = fences_.load();
-  s.rejoins = rejoins_.load();
-  s.last_rejoin_unix_ms = last_rejoin_ms_.load();
-  return s;
-}
-
 void Membership::BeginShutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);

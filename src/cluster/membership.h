@@ -147,7 +147,9 @@ class Membership final : public HaStateProvider {
   HaState Get() const override;
   ClusterView Members() const override;
   uint64_t Epoch() const override { return epoch(); }
-  ClusterStats Stats() const override;
+  // The tierkv_cluster_* and tierkv_membership_* families, with the etcd
+  // client's and the watcher's (membership_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const override;
 
  private:
   std::string Key(const std::string& suffix) const { return prefix_ + suffix; }

@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "common/metric_sink.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
@@ -64,6 +65,9 @@ class PeerGate {
   void Stop();
   int port() const;
   PeerGateStats Stats() const;
+  // Reports the tierkv_peer_* families of `stats` (a gate's, or zeros
+  // before one runs; cluster_metrics.cc).
+  static void ReportMetrics(const PeerGateStats& stats, MetricSink& sink);
 
   struct Impl;
 

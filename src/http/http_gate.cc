@@ -159,6 +159,31 @@ HttpGateStats HttpGate::Stats() const {
           refused_.load(), timeouts_.load(), requests_.load()};
 }
 
+namespace {
+
+constexpr MetricFamily kConns{"tierkv_http_connections", "gauge", "REST API connections open now"};
+constexpr MetricFamily kAccepted{"tierkv_http_connections_accepted_total", "counter",
+                                 "REST API connections accepted"};
+constexpr MetricFamily kShed{"tierkv_http_connections_shed_total", "counter",
+                             "REST API connections closed to make room for a new one"};
+constexpr MetricFamily kRefused{"tierkv_http_connections_refused_total", "counter",
+                                "REST API connections refused while every one was being served"};
+constexpr MetricFamily kTimeouts{"tierkv_http_request_timeouts_total", "counter",
+                                 "REST API requests or responses that missed the request timeout"};
+constexpr MetricFamily kRequests{"tierkv_http_requests_total", "counter",
+                                 "REST API requests read completely"};
+
+}  // namespace
+
+void HttpGate::ReportMetrics(const HttpGateStats& s, MetricSink& sink) {
+  sink.One(kConns, s.connections);
+  sink.One(kAccepted, s.accepted);
+  sink.One(kShed, s.shed);
+  sink.One(kRefused, s.refused);
+  sink.One(kTimeouts, s.request_timeouts);
+  sink.One(kRequests, s.requests);
+}
+
 void HttpGate::Loop() {
   epoll_event events[256];
   int64_t last_sweep = RealClock()->NowNanos();

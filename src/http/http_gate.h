@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/metric_sink.h"
 #include "tierkv/status.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -89,6 +90,9 @@ class HttpGate {
   void Stop();
   int port() const { return port_; }
   HttpGateStats Stats() const;
+  // Reports the tierkv_http_* families of `stats` (a gate's, or zeros
+  // before one runs).
+  static void ReportMetrics(const HttpGateStats& stats, MetricSink& sink);
 
  private:
   struct Conn;

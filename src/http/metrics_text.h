@@ -1,9 +1,11 @@
 // The Prometheus exposition (/metrics) and the one-line summary
 // (/metrics/summary) of the REST contract, rendered from one snapshot.
 //
-// Every family, its type, help text and labels live in one table in
-// metrics_text.cc, in the contract's group order: capacity -> operations ->
-// eviction / rewarm / hits -> stored_keys -> KV events -> client metrics.
+// The contract's families (memcache_*), their types, help texts and labels
+// live in one table in metrics_text.cc, in the contract's group order:
+// capacity -> operations -> eviction / rewarm / hits -> stored_keys -> KV
+// events -> client metrics. The families beyond the contract (tierkv_*) come
+// after them, each reported by the component that counts it (MetricSink).
 //
 // Thread-safety: pure functions of their input.
 #ifndef TIERKV_HTTP_METRICS_TEXT_H_
@@ -14,12 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "common/metric_sink.h"
 #include "events/publisher.h"
-#include "http/http_gate.h"
-#include "http/ports/cluster.h"
-#include "http/ports/drain.h"
 #include "server/client_metrics.h"
-#include "server/server.h"
 #include "store/op_stats.h"
 #include "store/store.h"
 #include "tierkv/types.h"
@@ -56,14 +55,9 @@ struct MetricsSnapshot {
   events::PublisherStats events;
   uint64_t events_queue_capacity = 0;  // configured, also when disabled
   std::vector<RankMetricView> clients;
-  ClientMetricsStats client_reports;
-  ServerStats server;
-  HttpGateStats http;
-  bool cluster_enabled = false;
-  ClusterStats cluster;
-  CoverageView coverage;     // cluster mode
-  RemoteReadStats transfer;  // cluster mode
-  DrainStats drain;          // cluster mode
+  // The components' own families, after the contract's and the store's, in
+  // this order (the server, the REST gate, and in cluster mode the cluster's).
+  std::vector<MetricReporter> components;
 };
 
 // text/plain; version=0.0.4

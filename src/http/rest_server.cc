@@ -232,15 +232,15 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.events_queue_capacity =
       deps_.publisher != nullptr ? s.events.queue_capacity : options_.events_queue_capacity;
   s.clients = deps_.server->client_metrics().Snapshot(deps_.store->clock()->NowUnixMillis());
-  s.client_reports = deps_.server->client_metrics().Stats();
-  s.server = deps_.server->Stats();
-  s.http = GateStats();
-  s.cluster_enabled = deps_.cluster_index != nullptr;  // cluster mode
-  if (s.cluster_enabled) {
-    s.cluster = deps_.ha->Stats();
-    s.coverage = deps_.cluster_index->Coverage();
-    if (deps_.transfer != nullptr) s.transfer = deps_.transfer->Transfer();
-    if (deps_.drain != nullptr) s.drain = deps_.drain->Stats();
+  s.components.push_back([this](MetricSink& sink) { deps_.server->ReportMetrics(sink); });
+  s.components.push_back([this](MetricSink& sink) { HttpGate::ReportMetrics(GateStats(), sink); });
+  if (deps_.cluster_index != nullptr) {  // cluster mode
+    s.components.push_back([this](MetricSink& sink) {
+      deps_.ha->ReportMetrics(sink);
+      deps_.cluster_index->ReportMetrics(sink);
+      if (deps_.transfer != nullptr) deps_.transfer->ReportMetrics(sink);
+      if (deps_.drain != nullptr) deps_.drain->ReportMetrics(sink);
+    });
   }
   return s;
 }

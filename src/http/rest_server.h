@@ -64,9 +64,9 @@ struct RestDeps {
   events::KvEventPublisher* publisher = nullptr;  // null when events are off
   HaStateProvider* ha = nullptr;
   MetadataStore* metadata = nullptr;
-  ClusterIndexView* cluster_index = nullptr;          // null when standalone
-  const RemoteReadStatsProvider* transfer = nullptr;  // null when standalone
-  DrainControl* drain = nullptr;                      // null when standalone
+  ClusterIndexView* cluster_index = nullptr;  // null when standalone
+  const MetricSource* transfer = nullptr;  // the remote read path's families; null when standalone
+  DrainControl* drain = nullptr;           // null when standalone
   Scheduler* scheduler = nullptr;  // runs the evict and prefetch jobs; null: ThreadScheduler()
 };
 

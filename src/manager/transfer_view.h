@@ -1,5 +1,6 @@
-// TransferView: the remote read path's counters for /metrics: the requester's
-// fetcher, the owner's grants and its data channel.
+// TransferView: the remote read path's families for /metrics, in one place
+// for the REST server: the requester's fetcher, the owner's grants, its peer
+// port's gate and its data channel, each reporting its own.
 //
 // Thread-safety: thread-safe (everything it reads is).
 #ifndef TIERKV_MANAGER_TRANSFER_VIEW_H_
@@ -10,19 +11,19 @@
 #include "cluster/fetcher.h"
 #include "cluster/grants.h"
 #include "cluster/peer_server.h"
-#include "http/ports/cluster.h"
+#include "common/metric_sink.h"
 #include "transfer/data_server.h"
 
 namespace tierkv {
 
-class TransferView final : public RemoteReadStatsProvider {
+class TransferView final : public MetricSource {
  public:
   TransferView(const RemoteFetcher* fetcher, const GrantTable* grants,
                const transfer::DataServer* data)
       : fetcher_(fetcher), grants_(grants), data_(data) {}
-  RemoteReadStats Transfer() const override;
+  void ReportMetrics(MetricSink& sink) const override;
   // The peer port's gate counters come from `peer` from now on (it must
-  // outlive this view, or be unset first with nullptr).
+  // outlive this view, or be unset first with nullptr); zeros until then.
   void SetPeer(const PeerServer* peer) { peer_.store(peer); }
 
  private:

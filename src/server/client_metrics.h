@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/metric_sink.h"
 #include "protocol/messages.h"
 #include "tierkv/status.h"
 
@@ -54,6 +55,8 @@ class ClientMetrics {
   // Views by rank (ascending).
   std::vector<RankMetricView> Snapshot(int64_t now_ms) const;
   ClientMetricsStats Stats() const;
+  // Reports the tierkv_client_metric_* families (server_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const;
 
  private:
   struct Entry {

@@ -41,6 +41,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/metric_sink.h"
 #include "server/client_metrics.h"
 #include "server/remote_catalog.h"
 #include "store/store.h"
@@ -107,6 +108,9 @@ class Server {
   std::string tcp_address() const;
 
   ServerStats Stats() const;
+  // Reports the tierkv_server_* and tierkv_client_metric_* families
+  // (server_metrics.cc). Thread-safe.
+  void ReportMetrics(MetricSink& sink) const;
   const ServerOptions& options() const { return options_; }
   // Cluster mode: where lookups that miss locally look next (set before
   // Start; must outlive the server). Null: local only.

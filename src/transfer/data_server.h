@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "common/metric_sink.h"
 #include "tierkv/status.h"
 #include "transfer/tls.h"
 #include "transfer/transport.h"
@@ -77,6 +78,8 @@ class DataServer {
   void Stop();
   int port() const;
   DataServerStats Stats() const;
+  // Reports the tierkv_data_* families (data_server_metrics.cc).
+  void ReportMetrics(MetricSink& sink) const;
 
  private:
   struct Impl;

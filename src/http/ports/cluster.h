@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metric_sink.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
@@ -48,27 +49,6 @@ struct ClusterView {
   std::vector<MemberView> members;  // sorted by node id
 };
 
-// Counters for /metrics (cluster mode only).
-struct ClusterStats {
-  uint64_t members = 0;
-  double validity_seconds = 0;  // registration validity left (0 when fenced)
-  bool registered = false;
-  bool fenced = false;
-  bool coordinator = false;
-  uint64_t lease_renew_failures = 0;
-  uint64_t coordinator_changes = 0;
-  uint64_t etcd_unavailable = 0;
-  uint64_t etcd_timeouts = 0;
-  uint64_t etcd_refused = 0;
-  uint64_t etcd_failovers = 0;
-  uint64_t watch_reconnects = 0;
-  uint64_t watch_compactions = 0;
-  uint64_t watch_resyncs = 0;
-  uint64_t fences = 0;              // registrations fenced since start
-  uint64_t rejoins = 0;             // new incarnations registered after a fence
-  int64_t last_rejoin_unix_ms = 0;  // 0: never
-};
-
 class HaStateProvider {
  public:
   virtual ~HaStateProvider() = default;
@@ -77,7 +57,8 @@ class HaStateProvider {
   virtual ClusterView Members() const { return {}; }
   // This process's epoch (0 until it has registered, and standalone).
   virtual uint64_t Epoch() const { return 0; }
-  virtual ClusterStats Stats() const { return {}; }
+  // The membership's families for /metrics (cluster mode).
+  virtual void ReportMetrics(MetricSink&) const {}
 };
 
 // What /cache/metadata reports: the global index's coverage of the other
@@ -143,6 +124,8 @@ class ClusterIndexView {
  public:
   virtual ~ClusterIndexView() = default;
   virtual CoverageView Coverage() const = 0;
+  // The index's and the inventory streams' families for /metrics.
+  virtual void ReportMetrics(MetricSink& sink) const = 0;
   virtual std::vector<RemoteBlobView> Locate(const std::string& tenant,
                                              const std::string& key) const = 0;
   // Waits up to `timeout_ms` until this manager's view of `owner.node`
@@ -190,44 +173,6 @@ inline Status FenceOutcome(const FenceOwner& owner, uint64_t sequence, const Fen
                                         std::to_string(*seen.covered) + ", not yet " +
                                         std::to_string(sequence));
 }
-
-// Remote reads (cluster mode only): the requester's fetches, the owner's
-// grants and its data channel, for /metrics.
-struct RemoteReadStats {
-  // Requester side.
-  uint64_t fetches = 0;             // keys asked of the fetcher
-  uint64_t objects = 0, bytes = 0;  // fetched and stored locally
-  uint64_t miss_not_indexed = 0, miss_refused = 0, miss_budget = 0, miss_read = 0,
-           miss_local_space = 0, miss_slots = 0;
-  uint64_t authorizations = 0, authorize_failures = 0;  // calls; failures: no answer
-  uint64_t releases = 0, release_failures = 0;
-  uint64_t lookahead_discarded = 0, lookahead_retries = 0, shared_flights = 0;
-  uint64_t stale_retries = 0;  // keys routed again after a stale refusal
-  uint64_t early_reads = 0;    // first items read behind their authorization
-  // Copies of other managers' values held here (cluster/copy_tracker.h), and
-  // those dropped because their owner's view showed them replaced or removed
-  // (stale), or because the owner's stream failed or the owner left (lost).
-  uint64_t copies = 0, copies_dropped_stale = 0, copies_dropped_lost = 0;
-  uint64_t grants_awaiting_release = 0;
-  // Owner side.
-  uint64_t grants_live = 0, reserved_bytes = 0, budget_bytes = 0;
-  uint64_t grants_given = 0, items_granted = 0;
-  uint64_t refused_stale = 0, refused_budget = 0, refused_sessions = 0, refused_other = 0;
-  uint64_t budget_waits = 0, released = 0, expired = 0, departed = 0;
-  // The owner's data channel.
-  uint64_t data_connections = 0, data_connections_total = 0, data_refused = 0, data_shed = 0;
-  uint64_t data_reads = 0, data_refusals = 0, data_bytes_out = 0, data_checksums_reused = 0;
-  uint64_t data_decided_at_once = 0, data_decided_on_pool = 0;  // AUTHORIZEs, where decided
-  // The peer gRPC port's gate (cluster/peer_gate.h).
-  uint64_t peer_connections = 0, peer_accepted = 0, peer_shed = 0;
-  uint64_t peer_handshake_timeouts = 0, peer_idle_closed = 0, peer_backend_failures = 0;
-};
-
-class RemoteReadStatsProvider {
- public:
-  virtual ~RemoteReadStatsProvider() = default;
-  virtual RemoteReadStats Transfer() const = 0;  // thread-safe
-};
 
 class StandaloneHaState final : public HaStateProvider {
  public:

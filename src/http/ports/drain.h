@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/metric_sink.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
@@ -22,11 +23,6 @@ struct DrainJobView {
 
 // Drain jobs this manager ran as the coordinator since it started, for
 // /metrics.
-struct DrainStats {
-  bool running = false;
-  uint64_t jobs_done = 0, jobs_cancelled = 0, jobs_failed = 0;
-  uint64_t objects_moved = 0, objects_failed = 0, objects_gone = 0, bytes_moved = 0;
-};
 
 class DrainControl {
  public:
@@ -45,7 +41,8 @@ class DrainControl {
   virtual Status Cancel(const std::string& id) = 0;
   // Jobs and objects of this manager's jobs so far (a running job's objects
   // count as they are moved).
-  virtual DrainStats Stats() const = 0;
+  // Reports the tierkv_drain_* families.
+  virtual void ReportMetrics(MetricSink& sink) const = 0;
 };
 
 }  // namespace tierkv
