@@ -138,7 +138,7 @@ class ManualScheduler::ManualQueue final : public WorkQueue {
   bool Post(Job job, bool droppable) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return false;
-    if (droppable && options_.max_queued > 0 && jobs_.size() >= options_.max_queued) return false;
+    if (!work_queue::Admits(options_, jobs_.size(), droppable)) return false;
     jobs_.push_back(std::move(job));
     return true;
   }
@@ -160,16 +160,9 @@ class ManualScheduler::ManualQueue final : public WorkQueue {
     std::vector<Job> batch;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      while (!jobs_.empty() && batch.size() < std::max<size_t>(options_.max_batch, 1)) {
-        batch.push_back(std::move(jobs_.front()));
-        jobs_.pop_front();
-      }
+      batch = work_queue::TakeBatch(options_, jobs_);
     }
-    if (options_.run_batch && !batch.empty()) {
-      options_.run_batch(batch);
-    } else {
-      for (Job& job : batch) job();
-    }
+    work_queue::RunBatch(options_, batch);
     return batch.size();
   }
 

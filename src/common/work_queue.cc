@@ -1,6 +1,7 @@
 // The real WorkQueue: one worker thread per queue (ThreadScheduler()->Queue).
 #include "common/work_queue.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -33,9 +34,7 @@ class ThreadWorkQueue final : public WorkQueue {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return false;
-      if (droppable && options_.max_queued > 0 && jobs_.size() >= options_.max_queued) {
-        return false;
-      }
+      if (!work_queue::Admits(options_, jobs_.size(), droppable)) return false;
       jobs_.push_back(std::move(job));
     }
     cv_.notify_one();
@@ -58,18 +57,10 @@ class ThreadWorkQueue final : public WorkQueue {
     for (;;) {
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
       if (stopping_) return;
-      std::vector<Job> batch;
-      while (!jobs_.empty() && batch.size() < std::max<size_t>(options_.max_batch, 1)) {
-        batch.push_back(std::move(jobs_.front()));
-        jobs_.pop_front();
-      }
+      std::vector<Job> batch = work_queue::TakeBatch(options_, jobs_);
       running_ += batch.size();
       lock.unlock();
-      if (options_.run_batch) {
-        options_.run_batch(batch);
-      } else {
-        for (Job& job : batch) job();
-      }
+      work_queue::RunBatch(options_, batch);
       lock.lock();
       running_ -= batch.size();
       if (jobs_.empty() && running_ == 0) idle_cv_.notify_all();
@@ -86,6 +77,34 @@ class ThreadWorkQueue final : public WorkQueue {
   std::mutex join_mu_;  // one Stop joins, the others wait for it
   std::thread thread_;  // last: starts once the rest is built
 };
+
+namespace work_queue {
+
+bool Admits(const WorkQueueOptions& options, size_t queued, bool droppable) {
+  return !droppable || options.max_queued == 0 || queued < options.max_queued;
+}
+
+std::vector<WorkQueue::Job> TakeBatch(const WorkQueueOptions& options,
+                                      std::deque<WorkQueue::Job>& jobs) {
+  std::vector<WorkQueue::Job> batch;
+  const size_t limit = std::max<size_t>(options.max_batch, 1);
+  while (!jobs.empty() && batch.size() < limit) {
+    batch.push_back(std::move(jobs.front()));
+    jobs.pop_front();
+  }
+  return batch;
+}
+
+void RunBatch(const WorkQueueOptions& options, std::vector<WorkQueue::Job>& batch) {
+  if (batch.empty()) return;
+  if (options.run_batch) {
+    options.run_batch(batch);
+  } else {
+    for (WorkQueue::Job& job : batch) job();
+  }
+}
+
+}  // namespace work_queue
 
 std::unique_ptr<WorkQueue> MakeThreadWorkQueue(WorkQueueOptions options) {
   return std::make_unique<ThreadWorkQueue>(std::move(options));

@@ -13,6 +13,7 @@
 #define TIERKV_COMMON_WORK_QUEUE_H_
 
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -47,6 +48,18 @@ class WorkQueue {
   // posted after (Post returns false, WaitIdle returns at once). Idempotent.
   virtual void Stop() = 0;
 };
+
+// The rules every WorkQueue follows, for its implementations (the real queue
+// and the ManualScheduler's): admission, batching and running a batch.
+namespace work_queue {
+// Whether a job posted while `queued` jobs wait is queued.
+bool Admits(const WorkQueueOptions& options, size_t queued, bool droppable);
+// Moves the next batch (up to max_batch jobs, at least one) out of `jobs`.
+std::vector<WorkQueue::Job> TakeBatch(const WorkQueueOptions& options,
+                                      std::deque<WorkQueue::Job>& jobs);
+// Runs `batch` through run_batch, or one job after the other.
+void RunBatch(const WorkQueueOptions& options, std::vector<WorkQueue::Job>& batch);
+}  // namespace work_queue
 
 // The real queue, with a worker thread of its own; Scheduler::Queue of
 // ThreadScheduler() returns one.
