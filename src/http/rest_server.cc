@@ -185,8 +185,12 @@ void RestServer::Enqueue(std::function<void()> job) { (void)jobs_->Post(std::mov
 std::vector<SegmentInfo> RestServer::Segments() const {
   const AllocatorStats dram = deps_.store->pool().Stats();
   const std::string prefix = "rank-" + std::to_string(options_.rank);
-  std::vector<SegmentInfo> out = {
-      SegmentInfo{prefix + "-dram", Medium::kDram, dram.capacity, dram.allocated}};
+  std::vector<SegmentInfo> out;
+  if (deps_.hbm != nullptr) {  // one segment for the pools of every GPU
+    out.push_back(
+        SegmentInfo{prefix + "-hbm", Medium::kHbm, deps_.hbm->capacity(), deps_.hbm->allocated()});
+  }
+  out.push_back(SegmentInfo{prefix + "-dram", Medium::kDram, dram.capacity, dram.allocated});
   if (deps_.store->has_ssd()) {
     const AllocatorStats ssd = deps_.store->admin().Stats().tier.ssd;
     out.push_back(SegmentInfo{prefix + "-ssd", Medium::kSsd, ssd.capacity, ssd.allocated});

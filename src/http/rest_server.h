@@ -26,6 +26,7 @@
 #include "http/metrics_text.h"
 #include "http/ports/cluster.h"
 #include "http/ports/drain.h"
+#include "media/hbm_tier.h"
 #include "meta/metadata_store.h"
 #include "server/server.h"
 #include "store/store.h"
@@ -68,6 +69,7 @@ struct RestDeps {
   const MetricSource* transfer = nullptr;  // the remote read path's families; null when standalone
   DrainControl* drain = nullptr;           // null when standalone
   Scheduler* scheduler = nullptr;  // runs the evict and prefetch jobs; null: ThreadScheduler()
+  const HbmTier* hbm = nullptr;    // the HBM pools; null without --hbm-devices
 };
 
 class RestServer {

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 #include "common/units.h"
 #include "protocol/socket_io.h"
@@ -17,6 +19,43 @@ Status SizeOption(const std::string& name, const std::string& text, uint64_t* ou
   Result<uint64_t> v = ParseByteSize(text);
   if (!v.ok()) return InvalidArgument("--" + name + ": " + v.status().message());
   *out = *v;
+  return Status::Ok();
+}
+
+// --hbm-devices ("none", or distinct ordinals "0,1"), --hbm-size and
+// --hbm-backend, into `hbm`.
+Status HbmOptions(const std::string& devices, const std::string& size, HbmConfig* hbm) {
+  hbm->devices.clear();
+  if (devices != "none" && !devices.empty()) {
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = devices.find(',', start);
+      const std::string item = devices.substr(start, comma - start);
+      char* end = nullptr;
+      errno = 0;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1023) {
+        return InvalidArgument("--hbm-devices must be none or GPU ordinals like 0,1; got '" +
+                               devices + "'");
+      }
+      if (std::find(hbm->devices.begin(), hbm->devices.end(), v) != hbm->devices.end()) {
+        return InvalidArgument("--hbm-devices names GPU " + item + " twice");
+      }
+      hbm->devices.push_back(static_cast<int>(v));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (Status st = SizeOption("hbm-size", size, &hbm->size); !st.ok()) return st;
+  if (!hbm->enabled() && hbm->size != 0) {
+    return InvalidArgument("--hbm-size needs --hbm-devices (the GPUs it is taken from)");
+  }
+  if (hbm->enabled() && hbm->size < (1ull << 20)) {
+    return InvalidArgument("--hbm-devices needs --hbm-size, at least 1MiB per device");
+  }
+  if (hbm->backend != "cuda" && hbm->backend != "host") {
+    return InvalidArgument("--hbm-backend must be cuda or host, got '" + hbm->backend + "'");
+  }
   return Status::Ok();
 }
 
@@ -258,6 +297,17 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--node-id", c.node_id, "this manager's identity (default: the host name)");
   app.add_option("--data-dir", c.data_dir,
                  "directory for persisted state such as /metadata ('' = memory only)");
+  std::string hbm_devices = "none";
+  std::string hbm_size = "0";
+  app.add_option("--hbm-devices", hbm_devices,
+                 "GPU ordinals whose memory the HBM tier uses, comma-separated, or none "
+                 "(docs/hbm.md)");
+  app.add_option("--hbm-size", hbm_size, "HBM tier bytes per device in --hbm-devices");
+  app.add_option("--hbm-backend", c.hbm.backend,
+                 "cuda (the NVIDIA driver, loaded at run time) or host (stand-in devices "
+                 "of host memory, for hosts without a GPU)");
+  app.add_option("--hbm-cuda-library", c.hbm.cuda_library,
+                 "the NVIDIA driver library to load ('' = libcuda.so.1)");
   std::string ssd_size = "4GiB";
   app.add_option("--ssd-dir", c.ssd.dir,
                  "directory of the SSD tier's blob file ('' = no SSD tier); created if missing");
@@ -421,6 +471,7 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return st;
   }
   if (Status st = Validate(c, uds_mode, max_frame, max_pinned); !st.ok()) return st;
+  if (Status st = HbmOptions(hbm_devices, hbm_size, &c.hbm); !st.ok()) return st;
   if (Status st = SizeOption("ssd-size", ssd_size, &c.ssd.size); !st.ok()) return st;
   if (!c.ssd.dir.empty() && c.ssd.size < (8u << 20)) {
     return InvalidArgument("--ssd-size must be at least 8MiB");

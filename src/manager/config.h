@@ -11,6 +11,7 @@
 
 #include "events/publisher.h"
 #include "http/rest_server.h"
+#include "media/hbm_tier.h"
 #include "server/server.h"
 #include "store/store.h"
 #include "tierkv/status.h"
@@ -69,6 +70,7 @@ struct ManagerConfig {
   events::PublisherOptions events;
   std::string data_dir;  // persisted state (metadata); empty: memory only
   SsdConfig ssd;
+  HbmConfig hbm;  // --hbm-*: the HBM tier (docs/hbm.md)
   // Testing: every Nth DRAM pool allocation fails as if the pool were full
   // (0 = never). Lets tests drive NO_SPACE paths in a real process.
   uint32_t inject_alloc_failures = 0;

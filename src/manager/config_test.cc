@@ -115,6 +115,34 @@ TEST(Config, ExampleConfigFileMatchesTheEmbeddedDefaults) {
   EXPECT_EQ(c->store.ssd_low_watermark, d.store.ssd_low_watermark);
 }
 
+TEST(Config, HbmOptionsAreParsedAndValidated) {
+  auto none = Parse({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->hbm.enabled());  // no HBM unless asked for
+  EXPECT_EQ(none->hbm.backend, "cuda");
+  auto c = Parse({"--hbm-devices", "1,0", "--hbm-size", "2GiB", "--hbm-backend", "host"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->hbm.devices, (std::vector<int>{1, 0}));
+  EXPECT_EQ(c->hbm.size, 2ull << 30);
+  EXPECT_EQ(c->hbm.backend, "host");
+  EXPECT_FALSE(Parse({"--hbm-devices", "none", "--hbm-size", "0"})->hbm.enabled());
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--hbm-devices", "0"}, "--hbm-size"},
+      {{"--hbm-devices", "0", "--hbm-size", "64KiB"}, "--hbm-size"},
+      {{"--hbm-size", "1GiB"}, "--hbm-devices"},
+      {{"--hbm-devices", "0,,1", "--hbm-size", "1GiB"}, "--hbm-devices"},
+      {{"--hbm-devices", "-1", "--hbm-size", "1GiB"}, "--hbm-devices"},
+      {{"--hbm-devices", "99999999999999999999", "--hbm-size", "1GiB"}, "--hbm-devices"},
+      {{"--hbm-devices", "2,2", "--hbm-size", "1GiB"}, "twice"},
+      {{"--hbm-devices", "0", "--hbm-size", "1GiB", "--hbm-backend", "rocm"}, "--hbm-backend"},
+  };
+  for (const auto& [args, fragment] : bad) {
+    auto r = Parse(args);
+    ASSERT_FALSE(r.ok()) << args[0] << " " << args[1];
+    EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status().ToString();
+  }
+}
+
 TEST(Config, SsdOptionsAreParsedAndValidated) {
   auto c = Parse({"--ssd-dir", "/tmp/x", "--ssd-size", "64MiB", "--ssd-io-engine", "pread",
                   "--ssd-write-through", "true", "--ssd-queue-depth", "16"});

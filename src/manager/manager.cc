@@ -138,6 +138,12 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
     if (Status st = m->PrepareCluster(); !st.ok()) return st;
   }
   const ManagerConfig& cfg = m->config_;  // with the cluster's rank
+  if (cfg.hbm.enabled()) {
+    // Asked for HBM that cannot be had: the manager does not start.
+    Result<std::unique_ptr<HbmTier>> hbm = HbmTier::Open(cfg.hbm);
+    if (!hbm.ok()) return hbm.status();
+    m->hbm_ = std::move(*hbm);
+  }
   Result<std::unique_ptr<DramPool>> pool = DramPool::Create(cfg.dram_size, cfg.dram_huge_pages);
   if (!pool.ok()) return pool.status();
   if (const uint32_t every = cfg.inject_alloc_failures; every > 0) {
@@ -235,7 +241,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   rest.ssd_error = m->ssd_error_;
   m->rest_ = std::make_unique<RestServer>(
       rest, RestDeps{m->store_.get(), m->server_.get(), m->publisher_.get(), ha, m->metadata_.get(),
-                     index_view, m->transfer_view_.get(), m->drain_.get()});
+                     index_view, m->transfer_view_.get(), m->drain_.get(), nullptr, m->hbm_.get()});
   return m;
 }
 

@@ -63,6 +63,8 @@ class Manager {
   // Why the configured SSD tier could not be opened ("" when it was, or when
   // none is configured). The manager then serves from DRAM alone.
   const std::string& ssd_error() const { return ssd_error_; }
+  // The HBM pools (--hbm-devices); null without them.
+  const HbmTier* hbm() const { return hbm_.get(); }
   // With --on-fence exit: the registration was fenced and the process was
   // asked to stop (SIGTERM to itself); it should exit with status 3.
   bool exiting_for_fence() const { return exiting_for_fence_.load(); }
@@ -79,6 +81,7 @@ class Manager {
   Status StartDataChannel();
 
   ManagerConfig config_;
+  std::unique_ptr<HbmTier> hbm_;  // before the store: outlives what will place objects there
   std::unique_ptr<Store> store_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<events::KvEventPublisher> publisher_;

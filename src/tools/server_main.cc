@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
   spdlog::info("tierkv-server ready: node {}, rank {}, DRAM pool {} ({} in huge pages)",
                config->node_id, m.config().server.rank, FormatByteSize(m.store().pool().capacity()),
                FormatByteSize(m.store().pool().huge_page_bytes()));
+  if (const HbmTier* hbm = m.hbm(); hbm != nullptr) {
+    spdlog::info("HBM tier: {} on {} device(s) ({}); objects stay in DRAM for now",
+                 FormatByteSize(hbm->capacity()), hbm->pools().size(), hbm->backend_name());
+  }
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
   } else if (m.store().has_ssd()) {

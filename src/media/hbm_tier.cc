@@ -1,0 +1,63 @@
+#include "media/hbm_tier.h"
+
+#include <algorithm>
+
+#include "common/units.h"
+#include "device/cuda_device.h"
+#include "device/host_device.h"
+
+namespace tierkv {
+
+Result<std::unique_ptr<HbmTier>> HbmTier::Open(const HbmConfig& config) {
+  if (config.backend == "host") {
+    // Each stand-in device is as large as the pool asked of it.
+    std::vector<uint64_t> sizes;
+    int highest = -1;
+    for (int d : config.devices) highest = std::max(highest, d);
+    sizes.assign(static_cast<size_t>(highest + 1), config.size);
+    return Open(config, MakeHostMemoryDevices(std::move(sizes)));
+  }
+  Result<std::unique_ptr<DeviceRuntime>> cuda = LoadCudaDriver(config.cuda_library);
+  if (!cuda.ok()) {
+    return Status(cuda.status().code(),
+                  "--hbm-devices needs a GPU and its driver: " + cuda.status().message());
+  }
+  return Open(config, std::move(*cuda));
+}
+
+Result<std::unique_ptr<HbmTier>> HbmTier::Open(const HbmConfig& config,
+                                               std::unique_ptr<DeviceRuntime> runtime) {
+  std::unique_ptr<HbmTier> tier(new HbmTier());
+  tier->backend_name_ = config.backend == "host" ? "host memory" : "CUDA";
+  for (int ordinal : config.devices) {
+    Result<std::unique_ptr<Device>> device = runtime->Open(ordinal);
+    if (!device.ok()) {
+      return Status(device.status().code(), "--hbm-devices: " + device.status().message());
+    }
+    Result<std::unique_ptr<HbmPool>> pool = HbmPool::Create(std::move(*device), config.size);
+    if (!pool.ok()) {
+      const Status& st = pool.status();
+      if (st.message().find("--hbm-size") != std::string::npos) return st;  // names both
+      return Status(st.code(), "--hbm-size " + FormatByteSize(config.size) + " on GPU " +
+                                   std::to_string(ordinal) + ": " + st.message());
+    }
+    tier->pools_.push_back(std::move(*pool));
+  }
+  // The pools give their memory back before the runtime goes.
+  tier->runtime_ = std::move(runtime);
+  return tier;
+}
+
+uint64_t HbmTier::capacity() const {
+  uint64_t total = 0;
+  for (const auto& p : pools_) total += p->capacity();
+  return total;
+}
+
+uint64_t HbmTier::allocated() const {
+  uint64_t total = 0;
+  for (const auto& p : pools_) total += p->allocated_bytes();
+  return total;
+}
+
+}  // namespace tierkv
