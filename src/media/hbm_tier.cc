@@ -1,5 +1,7 @@
 #include "media/hbm_tier.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "common/units.h"
@@ -10,6 +12,16 @@ namespace tierkv {
 
 Result<std::unique_ptr<HbmTier>> HbmTier::Open(const HbmConfig& config) {
   if (config.backend == "host") {
+    // Stand-in devices are host memory: together no more than the host has
+    // (a memfd would take any size, and fail only when written).
+    const uint64_t host = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (config.size > host / std::max<size_t>(1, config.devices.size())) {
+      return InvalidArgument("--hbm-size " + FormatByteSize(config.size) + " on " +
+                             std::to_string(config.devices.size()) +
+                             " stand-in device(s) of host memory is more than this host has (" +
+                             FormatByteSize(host) + ")");
+    }
     // Each stand-in device is as large as the pool asked of it.
     std::vector<uint64_t> sizes;
     int highest = -1;

@@ -51,6 +51,18 @@ TEST(HbmTierTest, ADeviceTheHostLacksOrTooLargeASizeIsRefusedNamingIt) {
   EXPECT_TRUE(Names(too_big.status(), "--hbm-size")) << too_big.status().ToString();
 }
 
+TEST(HbmTierTest, StandInDevicesCannotTakeMoreThanTheHostHas) {
+  HbmConfig c;
+  c.devices = {0, 1};
+  c.size = 1ull << 50;  // 1 PiB each
+  c.backend = "host";
+  auto r = HbmTier::Open(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Names(r.status(), "--hbm-size")) << r.status().ToString();
+  EXPECT_TRUE(Names(r.status(), "more than this host has")) << r.status().ToString();
+}
+
 TEST(HbmTierTest, WithoutADriverTheTierIsRefusedNamingTheCause) {
   HbmConfig c;
   c.devices = {0};

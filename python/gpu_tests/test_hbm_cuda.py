@@ -1,0 +1,53 @@
+"""The HBM tier on a real GPU: run on the GPU host by scripts/gpu-check.sh,
+never in `make test` (it needs CUDA and fails without it). The CPU suite
+(python/tests/test_hbm.py, src/media/hbm_tier_test.cc) covers the same on
+stand-in devices of host memory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import requests
+import torch
+
+TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
+sys.path.insert(0, TESTS)
+
+from conftest import SERVER_BIN, Manager  # noqa: E402
+
+MiB = 1 << 20
+
+
+def start_fails(*args: str) -> str:
+    out = subprocess.run([SERVER_BIN, "--listen", "127.0.0.1:0", "--dram-size", "64MiB", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, (args, out.returncode, out.stderr)
+    return out.stderr
+
+
+def test_the_pool_is_taken_from_the_gpu_and_shows_as_the_hbm_medium():
+    assert torch.cuda.is_available(), "this test needs a CUDA device"
+    free_before, _ = torch.cuda.mem_get_info(0)
+    m = Manager("--hbm-devices", "0", "--hbm-size", "512MiB", "--dram-size", "64MiB")
+    try:
+        free_after, _ = torch.cuda.mem_get_info(0)
+        assert free_before - free_after >= 512 * MiB, (free_before, free_after)
+        metrics = requests.get(m.rest + "/metrics", timeout=5).text
+        assert f'memcache_total_capacity_bytes{{medium="hbm"}} {512 * MiB}' in metrics
+        summary = requests.get(m.rest + "/metrics/summary", timeout=5).text
+        assert f"hbm_used=0/{512 * MiB}" in summary.split(), summary
+    finally:
+        m.close()
+    # The driver gives the memory back when the manager exits.
+    assert torch.cuda.mem_get_info(0)[0] >= free_after + 512 * MiB - 64 * MiB
+
+
+def test_more_than_the_gpu_has_or_a_gpu_it_lacks_is_refused_naming_it():
+    total = torch.cuda.get_device_properties(0).total_memory
+    err = start_fails("--hbm-devices", "0", "--hbm-size", str(total + (1 << 30)))
+    assert "--hbm-size" in err and "GPU 0" in err, err
+    count = torch.cuda.device_count()
+    err = start_fails("--hbm-devices", str(count), "--hbm-size", "64MiB")
+    assert "--hbm-devices" in err and f"no GPU {count}" in err, err
