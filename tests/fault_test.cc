@@ -137,8 +137,10 @@ TEST(Fault, ClientThatNeverReadsItsRepliesHurtsOnlyItself) {
 
 TEST(Fault, EveryObjectLeasedMeansNoSpaceUntilTheLeasesEnd) {
   // No background eviction: it could take the third object between its put and
-  // its lease (it is the only unleased one above the high watermark).
-  ManagerProcess m({"--dram-size", "16MiB", "--lease-ms", "1000", "--evict-high-watermark", "1",
+  // its lease (it is the only unleased one above the high watermark). The
+  // leases last 3 s: the puts and gets below must all fall inside them, also
+  // in a ThreadSanitizer build on a loaded host.
+  ManagerProcess m({"--dram-size", "16MiB", "--lease-ms", "3000", "--evict-high-watermark", "1",
                     "--evict-low-watermark", "1"});
   auto c = Client::Connect(m.uds());
   ASSERT_TRUE(c.ok());
