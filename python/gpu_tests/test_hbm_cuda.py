@@ -36,6 +36,9 @@ def test_the_pool_is_taken_from_the_gpu_and_shows_as_the_hbm_medium():
         assert free_before - free_after >= 512 * MiB, (free_before, free_after)
         metrics = requests.get(m.rest + "/metrics", timeout=5).text
         assert f'memcache_total_capacity_bytes{{medium="hbm"}} {512 * MiB}' in metrics
+        assert f'tierkv_hbm_capacity_bytes{{device="0"}} {512 * MiB}' in metrics
+        name = torch.cuda.get_device_name(0)
+        assert f'tierkv_hbm_info{{device="0",name="{name}",backend="cuda"}} 1' in metrics, metrics
         summary = requests.get(m.rest + "/metrics/summary", timeout=5).text
         assert f"hbm_used=0/{512 * MiB}" in summary.split(), summary
     finally:

@@ -48,6 +48,10 @@ def test_stand_in_devices_show_as_the_hbm_segment_and_medium():
         assert f'memcache_total_capacity_bytes{{medium="hbm"}} {32 * MiB}' in metrics
         assert 'memcache_allocated_bytes{medium="hbm"} 0' in metrics
         assert f'memcache_segment_capacity_bytes{{segment="rank-0-hbm"}} {32 * MiB}' in metrics
+        for d in (0, 1):
+            assert f'tierkv_hbm_capacity_bytes{{device="{d}"}} {16 * MiB}' in metrics
+            assert (f'tierkv_hbm_info{{device="{d}",name="host memory device {d}",'
+                    f'backend="host"}} 1') in metrics
         summary = requests.get(m.rest + "/metrics/summary", timeout=5).text
         assert f"hbm_used=0/{32 * MiB}" in summary.split(), summary
         usage = requests.get(m.rest + "/api/v1/capacity/usage", timeout=5).json()

@@ -7,7 +7,16 @@ namespace tierkv {
 std::string MetricLabel(std::string_view key, std::string_view value) {
   std::string out(key);
   out += "=\"";
-  out += value;
+  for (const char c : value) {  // the exposition format's three escapes
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
   out += '"';
   return out;
 }

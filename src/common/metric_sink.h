@@ -30,8 +30,8 @@ struct MetricFamily {
   const char* help;
 };
 
-// `key="value"` (values are the reporters' own words and numbers: none needs
-// escaping).
+// `key="value"`, with `\`, `"` and newlines in the value escaped as the
+// exposition format asks.
 std::string MetricLabel(std::string_view key, std::string_view value);
 
 class MetricSink {

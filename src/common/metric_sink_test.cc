@@ -24,6 +24,11 @@ TEST(PrometheusText, WritesHelpTypeAndSamplesInTheExpositionFormat) {
             "# HELP y Why\n# TYPE y gauge\ny{rank=\"3\",medium=\"dram\"} 18446744073709551615\n");
 }
 
+TEST(MetricLabel, EscapesBackslashQuoteAndNewline) {
+  EXPECT_EQ(MetricLabel("name", "GPU \"A\"\\x\ny"), "name=\"GPU \\\"A\\\"\\\\x\\ny\"");
+  EXPECT_EQ(MetricLabel("rank", "3"), "rank=\"3\"");
+}
+
 TEST(PrometheusText, DoublesKeepNineSignificantDigits) {
   PrometheusText text;
   text.Family("d", "gauge", "D");

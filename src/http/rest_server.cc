@@ -236,6 +236,9 @@ MetricsSnapshot RestServer::Snapshot() const {
   s.events_queue_capacity =
       deps_.publisher != nullptr ? s.events.queue_capacity : options_.events_queue_capacity;
   s.clients = deps_.server->client_metrics().Snapshot(deps_.store->clock()->NowUnixMillis());
+  if (deps_.hbm != nullptr) {
+    s.components.push_back([this](MetricSink& sink) { deps_.hbm->ReportMetrics(sink); });
+  }
   s.components.push_back([this](MetricSink& sink) { deps_.server->ReportMetrics(sink); });
   s.components.push_back([this](MetricSink& sink) { HttpGate::ReportMetrics(GateStats(), sink); });
   if (deps_.cluster_index != nullptr) {  // cluster mode

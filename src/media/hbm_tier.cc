@@ -60,6 +60,39 @@ Result<std::unique_ptr<HbmTier>> HbmTier::Open(const HbmConfig& config,
   return tier;
 }
 
+namespace {
+
+constexpr MetricFamily kInfo{"tierkv_hbm_info", "gauge",
+                             "HBM tier devices: ordinal, name and backend (cuda or host)"};
+constexpr MetricFamily kCapacity{"tierkv_hbm_capacity_bytes", "gauge",
+                                 "HBM pool bytes taken of each device"};
+constexpr MetricFamily kAllocated{"tierkv_hbm_allocated_bytes", "gauge",
+                                  "HBM pool bytes allocated on each device"};
+
+}  // namespace
+
+void HbmTier::ReportMetrics(MetricSink& sink) const {
+  const std::string backend = backend_name_ == "CUDA" ? "cuda" : "host";
+  sink.Family(kInfo);
+  for (const auto& p : pools_) {
+    const std::string device = std::to_string(p->device().ordinal());
+    sink.Sample(kInfo.name,
+                MetricLabel("device", device) + "," + MetricLabel("name", p->device().name()) +
+                    "," + MetricLabel("backend", backend),
+                1);
+  }
+  sink.Family(kCapacity);
+  for (const auto& p : pools_) {
+    sink.Sample(kCapacity.name, MetricLabel("device", std::to_string(p->device().ordinal())),
+                p->capacity());
+  }
+  sink.Family(kAllocated);
+  for (const auto& p : pools_) {
+    sink.Sample(kAllocated.name, MetricLabel("device", std::to_string(p->device().ordinal())),
+                p->allocated_bytes());
+  }
+}
+
 uint64_t HbmTier::capacity() const {
   uint64_t total = 0;
   for (const auto& p : pools_) total += p->capacity();

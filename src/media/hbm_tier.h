@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metric_sink.h"
 #include "device/device.h"
 #include "media/hbm_pool.h"
 #include "tierkv/status.h"
@@ -45,6 +46,8 @@ class HbmTier {
   uint64_t allocated() const;
   // "CUDA", or "host memory" for the stand-in.
   const std::string& backend_name() const { return backend_name_; }
+  // Reports the tierkv_hbm_* families: each device's name and pool.
+  void ReportMetrics(MetricSink& sink) const;
 
  private:
   HbmTier() = default;

@@ -32,6 +32,15 @@ TEST(HbmTierTest, OnePoolPerDeviceOfTheSizeAsked) {
   ASSERT_TRUE(a.has_value());
   EXPECT_GE((*tier)->allocated(), 5000u);
   EXPECT_EQ((*tier)->backend_name(), "host memory");
+  MetricCapture m;
+  (*tier)->ReportMetrics(m);
+  EXPECT_EQ(m.Value("tierkv_hbm_capacity_bytes{device=\"0\"}"), 8 << 20);
+  EXPECT_EQ(m.Value("tierkv_hbm_capacity_bytes{device=\"2\"}"), 8 << 20);
+  EXPECT_GE(m.Value("tierkv_hbm_allocated_bytes{device=\"2\"}"), 5000);
+  EXPECT_EQ(m.Value("tierkv_hbm_allocated_bytes{device=\"0\"}"), 0);
+  EXPECT_EQ(m.Value("tierkv_hbm_info{device=\"2\",name=\"host memory device 2\",backend=\"host\"}"),
+            1);
+  EXPECT_EQ(m.Families("tierkv_hbm_info"), 1);
 }
 
 TEST(HbmTierTest, ADeviceTheHostLacksOrTooLargeASizeIsRefusedNamingIt) {
