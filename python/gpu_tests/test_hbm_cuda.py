@@ -6,7 +6,6 @@ stand-in devices of host memory."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import requests
@@ -15,16 +14,10 @@ import torch
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
 sys.path.insert(0, TESTS)
 
-from conftest import SERVER_BIN, Manager  # noqa: E402
+from conftest import Manager  # noqa: E402
+from test_hbm import start_fails  # noqa: E402
 
 MiB = 1 << 20
-
-
-def start_fails(*args: str) -> str:
-    out = subprocess.run([SERVER_BIN, "--listen", "127.0.0.1:0", "--dram-size", "64MiB", *args],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2, (args, out.returncode, out.stderr)
-    return out.stderr
 
 
 def test_the_pool_is_taken_from_the_gpu_and_shows_as_the_hbm_medium():
