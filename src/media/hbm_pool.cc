@@ -13,12 +13,17 @@ Result<std::unique_ptr<HbmPool>> HbmPool::Create(std::unique_ptr<Device> device,
                            std::to_string(device->ordinal()) + " (" + device->name() + ") has (" +
                            FormatByteSize(device->total_bytes()) + ")");
   }
+  // The driver's refusals, named like the size check above.
+  const auto refused = [&](const Status& st) {
+    return Status(st.code(), "--hbm-size " + FormatByteSize(capacity) + " on GPU " +
+                                 std::to_string(device->ordinal()) + ": " + st.message());
+  };
   Result<DevicePtr> base = device->Allocate(capacity);
-  if (!base.ok()) return base.status();
+  if (!base.ok()) return refused(base.status());
   Result<IpcHandle> handle = device->Export(*base);
   if (!handle.ok()) {
     (void)device->Free(*base);
-    return handle.status();
+    return refused(handle.status());
   }
   return std::unique_ptr<HbmPool>(new HbmPool(std::move(device), *base, capacity, *handle));
 }

@@ -22,8 +22,9 @@ namespace tierkv {
 class HbmPool {
  public:
   // Takes `capacity` bytes (rounded down to 4 KiB) of `device`'s memory.
-  // Errors: INVALID_ARGUMENT (0, or more than the device has), NO_SPACE (the
-  // device has not that much free), IO_ERROR (the driver failed; named).
+  // Errors, each naming --hbm-size and the GPU: INVALID_ARGUMENT (0, or more
+  // than the device has), NO_SPACE (the device has not that much free),
+  // IO_ERROR (the driver failed; the call named).
   static Result<std::unique_ptr<HbmPool>> Create(std::unique_ptr<Device> device, uint64_t capacity);
   ~HbmPool();  // gives the memory back to the device
   HbmPool(const HbmPool&) = delete;

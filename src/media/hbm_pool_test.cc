@@ -75,6 +75,9 @@ TEST(HbmPoolTest, AGpuWithoutThatMuchFreeMemoryIsRefused) {
   auto pool = HbmPool::Create(std::move(gpu), 4 << 20);
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.status().code(), Code::kNoSpace);
+  // The driver's refusal is named like the size check's.
+  EXPECT_NE(pool.status().message().find("--hbm-size 4.0 MiB on GPU 0: "), std::string::npos)
+      << pool.status().ToString();
 }
 
 }  // namespace

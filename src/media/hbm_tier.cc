@@ -40,19 +40,14 @@ Result<std::unique_ptr<HbmTier>> HbmTier::Open(const HbmConfig& config) {
 Result<std::unique_ptr<HbmTier>> HbmTier::Open(const HbmConfig& config,
                                                std::unique_ptr<DeviceRuntime> runtime) {
   std::unique_ptr<HbmTier> tier(new HbmTier());
-  tier->backend_name_ = config.backend == "host" ? "host memory" : "CUDA";
+  tier->backend_ = config.backend;
   for (int ordinal : config.devices) {
     Result<std::unique_ptr<Device>> device = runtime->Open(ordinal);
     if (!device.ok()) {
       return Status(device.status().code(), "--hbm-devices: " + device.status().message());
     }
     Result<std::unique_ptr<HbmPool>> pool = HbmPool::Create(std::move(*device), config.size);
-    if (!pool.ok()) {
-      const Status& st = pool.status();
-      if (st.message().find("--hbm-size") != std::string::npos) return st;  // names both
-      return Status(st.code(), "--hbm-size " + FormatByteSize(config.size) + " on GPU " +
-                                   std::to_string(ordinal) + ": " + st.message());
-    }
+    if (!pool.ok()) return pool.status();  // names --hbm-size and the GPU
     tier->pools_.push_back(std::move(*pool));
   }
   // The pools give their memory back before the runtime goes.
@@ -72,25 +67,25 @@ constexpr MetricFamily kAllocated{"tierkv_hbm_allocated_bytes", "gauge",
 }  // namespace
 
 void HbmTier::ReportMetrics(MetricSink& sink) const {
-  const std::string backend = backend_name_ == "CUDA" ? "cuda" : "host";
-  sink.Family(kInfo);
+  std::vector<std::string> devices;  // each pool's label
   for (const auto& p : pools_) {
-    const std::string device = std::to_string(p->device().ordinal());
+    devices.push_back(MetricLabel("device", std::to_string(p->device().ordinal())));
+  }
+  sink.Family(kInfo);
+  for (size_t i = 0; i < pools_.size(); ++i) {
     sink.Sample(kInfo.name,
-                MetricLabel("device", device) + "," + MetricLabel("name", p->device().name()) +
-                    "," + MetricLabel("backend", backend),
+                devices[i] + "," + MetricLabel("name", pools_[i]->device().name()) + "," +
+                    MetricLabel("backend", backend_),
                 1);
   }
-  sink.Family(kCapacity);
-  for (const auto& p : pools_) {
-    sink.Sample(kCapacity.name, MetricLabel("device", std::to_string(p->device().ordinal())),
-                p->capacity());
-  }
-  sink.Family(kAllocated);
-  for (const auto& p : pools_) {
-    sink.Sample(kAllocated.name, MetricLabel("device", std::to_string(p->device().ordinal())),
-                p->allocated_bytes());
-  }
+  const auto per_pool = [&](const MetricFamily& f, uint64_t (HbmPool::*value)() const) {
+    sink.Family(f);
+    for (size_t i = 0; i < pools_.size(); ++i) {
+      sink.Sample(f.name, devices[i], ((*pools_[i]).*value)());
+    }
+  };
+  per_pool(kCapacity, &HbmPool::capacity);
+  per_pool(kAllocated, &HbmPool::allocated_bytes);
 }
 
 uint64_t HbmTier::capacity() const {

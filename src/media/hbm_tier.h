@@ -44,8 +44,8 @@ class HbmTier {
   const std::vector<std::unique_ptr<HbmPool>>& pools() const { return pools_; }
   uint64_t capacity() const;
   uint64_t allocated() const;
-  // "CUDA", or "host memory" for the stand-in.
-  const std::string& backend_name() const { return backend_name_; }
+  // "cuda", or "host" for the stand-in devices (HbmConfig::backend).
+  const std::string& backend() const { return backend_; }
   // Reports the tierkv_hbm_* families: each device's name and pool.
   void ReportMetrics(MetricSink& sink) const;
 
@@ -53,7 +53,7 @@ class HbmTier {
   HbmTier() = default;
   std::unique_ptr<DeviceRuntime> runtime_;
   std::vector<std::unique_ptr<HbmPool>> pools_;  // in --hbm-devices order
-  std::string backend_name_;
+  std::string backend_;
 };
 
 }  // namespace tierkv

@@ -31,7 +31,7 @@ TEST(HbmTierTest, OnePoolPerDeviceOfTheSizeAsked) {
   auto a = (*tier)->pools()[1]->Allocate(5000);
   ASSERT_TRUE(a.has_value());
   EXPECT_GE((*tier)->allocated(), 5000u);
-  EXPECT_EQ((*tier)->backend_name(), "host memory");
+  EXPECT_EQ((*tier)->backend(), "host");
   MetricCapture m;
   (*tier)->ReportMetrics(m);
   EXPECT_EQ(m.Value("tierkv_hbm_capacity_bytes{device=\"0\"}"), 8 << 20);

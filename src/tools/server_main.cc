@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
                FormatByteSize(m.store().pool().huge_page_bytes()));
   if (const HbmTier* hbm = m.hbm(); hbm != nullptr) {
     spdlog::info("HBM tier: {} on {} device(s) ({}); objects stay in DRAM for now",
-                 FormatByteSize(hbm->capacity()), hbm->pools().size(), hbm->backend_name());
+                 FormatByteSize(hbm->capacity()), hbm->pools().size(),
+                 hbm->backend() == "host" ? "stand-in devices of host memory" : "CUDA");
   }
   if (!m.ssd_error().empty()) {
     spdlog::error("SSD tier unavailable, serving from DRAM only: {}", m.ssd_error());
