@@ -14,7 +14,8 @@ cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPIL
   { cat "$out.log"; exit 1; }
 cmake --build "$out" --target tierkv_store
 flags=(-std=c++20 -fsyntax-only -Wthread-safety -Werror=thread-safety
-  -I"$out/boxes/store" -I"$out/boxes/media" -I"$out/boxes/common" -I"$src/include")
+  -I"$out/boxes/store" -I"$out/boxes/media" -I"$out/boxes/device" -I"$out/boxes/common"
+  -I"$src/include")
 if msg=$(clang++ "${flags[@]}" "$src/tests/thread_safety/unlocked_read.cc" 2>&1); then
   echo "an unlocked read of a shard's map compiled: the analysis is off"
   exit 1

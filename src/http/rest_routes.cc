@@ -413,7 +413,8 @@ void RestServer::MemoryRoutes() {
     // What is there now is what will be evicted; the work itself runs behind.
     const size_t n = store->admin().CountReadable(c.tenant, c.keys);
     if (c.has_locations) {
-      // One tier down: DRAM -> SSD, SSD -> gone (DRAM -> gone without SSD).
+      // One tier down: HBM -> DRAM, DRAM -> SSD, SSD -> gone (DRAM -> gone
+      // without SSD).
       Enqueue([store, c] { store->admin().EvictKeys(c.tenant, c.keys); });
     } else {
       Enqueue([store, c, rank = options_.rank] {
@@ -431,8 +432,9 @@ void RestServer::MemoryRoutes() {
     ChunkRequest c;
     if (Status st = ParseChunkRequest(req.body, &c); !st.ok()) return SendError(res, st.message());
     if (Status st = store->rules().Tenant(c.tenant); !st.ok()) return SendError(res, st.ToString());
-    // Rewarms of the keys held only on SSD run in the background; num_chunks
-    // counts those scheduled (keys already in DRAM or missing need none).
+    // One tier up. Rewarms of the keys held only on SSD run in the
+    // background; copies of DRAM values up into HBM run here (no disk in
+    // them). num_chunks counts both (keys at the top or missing need none).
     Json j;
     j["status"] = "prefetch_started";
     j["lookup_id"] = c.lookup_id;

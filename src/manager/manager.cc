@@ -158,6 +158,9 @@ Result<std::unique_ptr<Manager>> Manager::Create(const ManagerConfig& config) {
   Result<std::unique_ptr<Store>> store = Store::Create(store_options, std::move(*pool));
   if (!store.ok()) return store.status();
   m->store_ = std::move(*store);
+  if (m->hbm_) {
+    if (Status st = m->store_->AttachHbm(m->hbm_.get()); !st.ok()) return st;
+  }
   if (m->membership_) {
     // Copies fetched from other managers follow their owners' views; the
     // tracker observes the store from the start (before the SSD tier).

@@ -45,6 +45,7 @@ void Shard::Touch(Map::value_type& kv, int64_t now) {
     e.dram_hook.key = &kv.first;
     dram_queue->Touch(e.dram_hook);
   }
+  if (e.hbm_hook.queued) hbm_queue.Touch(e.hbm_hook);
   if (e.ssd_hook.queued) ssd_queue.Touch(e.ssd_hook);
 }
 

@@ -25,6 +25,7 @@
 #include "common/single_flight.h"
 #include "common/thread_annotations.h"
 #include "media/checksum.h"
+#include "media/hbm_pool.h"
 #include "media/offset_allocator.h"
 #include "media/ssd_blob.h"
 #include "store/eviction_queue.h"
@@ -63,18 +64,41 @@ struct SsdReplica {
   SsdBlob blob;
 };
 
+// One replica in an HBM pool. Shared by the index and by copies out of it
+// running without the shard lock; the range goes back to its pool when the
+// last reference goes.
+struct HbmReplica {
+  HbmReplica(HbmPool* pool, uint32_t pool_index, Extent extent, uint64_t size)
+      : pool(pool), pool_index(pool_index), extent(extent), size(size) {}
+  ~HbmReplica() { pool->Free(extent, size); }
+  HbmReplica(const HbmReplica&) = delete;
+  HbmReplica& operator=(const HbmReplica&) = delete;
+
+  HbmPool* const pool;
+  const uint32_t pool_index;  // in HbmTier::pools()
+  const Extent extent;
+  const uint64_t size;  // value length
+  std::string group_id;
+  uint64_t value_checksum = 0;  // of the whole value (ValueChecksum); 0: not known
+};
+
 struct Entry {
   std::unique_ptr<Blob> current;    // READABLE on DRAM
   std::unique_ptr<Blob> pending;    // ALLOCATED, awaiting commit
+  std::shared_ptr<HbmReplica> hbm;  // READABLE on HBM
   std::shared_ptr<SsdReplica> ssd;  // READABLE on SSD
   int64_t last_access = 0;
-  uint64_t generation = 0;  // of the value held (current and ssd hold the same one)
+  uint64_t generation = 0;  // of the value held (every replica holds the same one)
   std::string name_space;   // of the put that created the value ("" = none)
-  uint64_t dram_seq = 0;    // change sequence at which `current` was announced stored
-  uint64_t ssd_seq = 0;     // ... and `ssd`
-  QueueHook dram_hook;      // in the shard's dram_queue while `current` is
-  QueueHook ssd_hook;       // in the shard's ssd_queue while `ssd` is
-  bool readable() const { return current != nullptr || ssd != nullptr; }  // on some medium
+  // Change sequence at which memory (`current` or `hbm`: one medium to
+  // observers) was announced stored, and `ssd`.
+  uint64_t memory_seq = 0;
+  uint64_t ssd_seq = 0;
+  QueueHook dram_hook;  // in the shard's dram_queue while `current` is
+  QueueHook hbm_hook;   // in the shard's hbm_queue while `hbm` is
+  QueueHook ssd_hook;   // in the shard's ssd_queue while `ssd` is
+  bool in_memory() const { return current != nullptr || hbm != nullptr; }
+  bool readable() const { return in_memory() || ssd != nullptr; }  // on some medium
 };
 
 using Map = std::unordered_map<std::string, Entry>;
@@ -150,10 +174,11 @@ class Shard {
 
   Map map TIERKV_GUARDED_BY(mu);  // composite key -> entry
   // The order of victims: entries with a DRAM replica (--evict-policy), and
-  // entries with an SSD replica (always LRU).
+  // entries with an HBM or an SSD replica (always LRU).
   std::unique_ptr<EvictionQueue> dram_queue TIERKV_GUARDED_BY(mu);
+  LruQueue hbm_queue TIERKV_GUARDED_BY(mu);
   LruQueue ssd_queue TIERKV_GUARDED_BY(mu);
-  // SSD -> DRAM copies in flight, by composite key: gets of a key being
+  // SSD or HBM -> DRAM copies in flight, by composite key: gets of a key being
   // rewarmed wait for that copy instead of reading again. Thread-safe itself.
   SingleFlight<std::string, Status> rewarms;
   std::unordered_map<uint64_t, Map::value_type*> pending TIERKV_GUARDED_BY(mu);  // alloc id
@@ -164,6 +189,7 @@ class Shard {
   uint64_t zombie_bytes TIERKV_GUARDED_BY(mu) = 0;
   uint64_t readable TIERKV_GUARDED_BY(mu) = 0;     // entries readable on some medium
   uint64_t ssd_objects TIERKV_GUARDED_BY(mu) = 0;  // entries with an SSD replica
+  uint64_t hbm_objects TIERKV_GUARDED_BY(mu) = 0;  // entries with an HBM replica
 
   // A fresh alloc, lease or pin id of this shard: 56 unpredictable bits above
   // the shard's index, unused by any live id here.

@@ -113,7 +113,7 @@ void Store::Announce(Map::value_type& kv, std::string_view group, uint64_t size,
   ev.generation = kv.second.generation;
   ev.name_space = kv.second.name_space;
   ev.sequence = feed_.Append(stored ? ChangeKind::kStored : ChangeKind::kRemoved, ev);
-  if (stored) (medium == Medium::kSsd ? kv.second.ssd_seq : kv.second.dram_seq) = ev.sequence;
+  if (stored) (medium == Medium::kSsd ? kv.second.ssd_seq : kv.second.memory_seq) = ev.sequence;
   for (ReplicaObserver* o : observers_) {
     if (stored) {
       o->OnStored(ev);
@@ -124,10 +124,12 @@ void Store::Announce(Map::value_type& kv, std::string_view group, uint64_t size,
 }
 
 void Store::AnnounceStored(Map::value_type& kv, const Blob& blob) {
+  if (kv.second.hbm) return;  // memory was announced with the HBM replica
   Announce(kv, blob.group_id, blob.size, Medium::kDram, true, RemoveCause::kRemoved);
 }
 
 void Store::AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause) {
+  if (kv.second.hbm) return;  // the HBM replica still holds it in memory
   Announce(kv, blob.group_id, blob.size, Medium::kDram, false, cause);
 }
 
@@ -171,7 +173,7 @@ void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
 
 void Store::EraseIfEmptyLocked(Shard& shard, Map::iterator it) {
   Entry& e = it->second;
-  if (e.current || e.pending || e.ssd) return;
+  if (e.current || e.pending || e.hbm || e.ssd) return;
   shard.EraseFromDramQueue(e);
   shard.map.erase(it);
 }
@@ -261,6 +263,8 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
     blob->digests.Remember(k.offset, k.length, blob->size, k.digest);
   }
   if (!e.readable()) ++shard.readable;
+  // HBM first: the DRAM replica, if any, then announces memory gone.
+  if (e.hbm) DropHbmLocked(shard, kv, RemoveCause::kReplaced);
   if (e.current) {
     std::unique_ptr<Blob> old = std::move(e.current);
     AnnounceRemoved(kv, *old, RemoveCause::kReplaced);

@@ -37,6 +37,15 @@
 // replica being written out is pinned, an SSD replica being read is held by a
 // reference, and its extent is freed (header zeroed) only after the last one.
 //
+// With an HBM tier (AttachHbm, docs/hbm.md), a replica may also sit in a
+// GPU's pool. /memory/prefetch copies a DRAM value up into HBM (the DRAM
+// replica stays until DRAM eviction drops it); an HBM victim is copied down
+// into DRAM (and so on to SSD) unless DRAM already holds it; a host get of a
+// value held only in HBM copies it down into an ordinary DRAM replica first,
+// the same single-flight way as a rewarm from SSD. To observers memory is one
+// medium: announced stored when the first of an object's HBM and DRAM
+// replicas appears (with that replica's medium), removed when the last goes.
+//
 // Thread-safety: every public method is thread-safe. Observers are called with a
 // shard lock held (see observer.h).
 #ifndef TIERKV_STORE_STORE_H_
@@ -62,6 +71,7 @@
 #include "common/single_flight.h"
 #include "common/work_queue.h"
 #include "media/dram_pool.h"
+#include "media/hbm_tier.h"
 #include "media/ssd_tier.h"
 #include "store/change_feed.h"
 #include "store/io_pool.h"
@@ -100,6 +110,13 @@ class Store {
   Status AttachSsd(std::unique_ptr<SsdTier> ssd, std::vector<SsdBlob> recovered,
                    const SsdRecoveryStats& recovery);
   bool has_ssd() const { return ssd_ != nullptr; }
+
+  // Adds the HBM tier above DRAM: `hbm`'s pools (not owned; it must outlive
+  // the store) hold the replicas /memory/prefetch moves up, under the DRAM
+  // watermarks applied to each pool. Call once, before Start or any other use.
+  // Errors: INVALID_ARGUMENT (already attached, null, no pools).
+  Status AttachHbm(HbmTier* hbm);
+  bool has_hbm() const { return hbm_ != nullptr; }
 
   // Starts / stops the maintenance task on StoreOptions::scheduler (lease and
   // grant expiry, watermark eviction) and, with an SSD tier, the work queue of
@@ -214,6 +231,7 @@ class Store {
   using Entry = storage::Entry;
   using Shard = storage::Shard;
   using SsdReplica = storage::SsdReplica;
+  using HbmReplica = storage::HbmReplica;
   using Map = storage::Map;
   struct Victim;
 
@@ -241,10 +259,12 @@ class Store {
   Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
                       std::span<const KnownChecksum> known = {}, uint64_t* generation = nullptr)
       TIERKV_REQUIRES(shard.mu);
-  // NOT_FOUND with *cold set when only an SSD replica exists. `now`: the
-  // clock read once per call (once for a whole batch).
+  // NOT_FOUND with *cold set when no DRAM replica exists but an HBM or SSD
+  // one does. `now`: the clock read once per call (once for a whole batch).
+  // `from`: where the DRAM replica came from, for the hit counters (kDram: it
+  // was there; kHbm, kSsd: copied up or down for this read).
   Result<LeaseGrant> LeaseLocked(Shard& shard, const std::string& composite, const Caller& caller,
-                                 int64_t now, bool* cold = nullptr, bool from_ssd = false,
+                                 int64_t now, bool* cold = nullptr, Medium from = Medium::kDram,
                                  ReadHold hold = ReadHold::kLease) TIERKV_REQUIRES(shard.mu);
   // Lease of a cold key: rewarm, then lease (shard lock not held).
   Result<LeaseGrant> LeaseCold(Shard& shard, const std::string& composite, const Caller& caller);
@@ -265,6 +285,8 @@ class Store {
   void RetireLocked(Shard& shard, std::unique_ptr<Blob> blob) TIERKV_REQUIRES(shard.mu);
   void DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) TIERKV_REQUIRES(shard.mu);
   void EraseIfEmptyLocked(Shard& shard, Map::iterator it) TIERKV_REQUIRES(shard.mu);
+  // A DRAM replica appeared in kv (call after installing it) or left it (call
+  // after taking it out): announced unless an HBM replica keeps memory held.
   void AnnounceStored(Map::value_type& kv, const Blob& blob);
   void AnnounceRemoved(Map::value_type& kv, const Blob& blob, RemoveCause cause);
   void Announce(Map::value_type& kv, std::string_view group, uint64_t size, Medium medium,
@@ -282,7 +304,7 @@ class Store {
   // The next candidates of every shard's DRAM (or SSD) eviction queue that
   // `usable` accepts (called with the shard lock held), oldest first.
   using VictimFilter = std::function<bool(Shard&, const Map::value_type&, int64_t)>;
-  std::vector<Victim> TailVictims(bool ssd, const VictimFilter& usable);
+  std::vector<Victim> TailVictims(Medium medium, const VictimFilter& usable);
   std::vector<Victim> GatherVictims();
   bool EvictVictim(const Victim& victim);
   // Evicts victims in order until enough(in_flight); with an SSD tier up to
@@ -306,9 +328,10 @@ class Store {
                 bool drop_dram);
   // Writes to SSD, dropping the oldest SSD replicas when it is full.
   Result<SsdBlob> WriteSsd(const BlobHeader& header, const void* value);
-  // Single-flight rewarm of `composite` into DRAM. OK when the object has a DRAM
-  // replica afterwards (or changed meanwhile: the caller looks again).
-  Status Rewarm(Shard& shard, const std::string& composite);
+  // Single-flight rewarm of `composite` into DRAM, from its HBM replica when
+  // it has one, else from SSD (`*source` gets which). OK when the object has
+  // a DRAM replica afterwards (or changed meanwhile: the caller looks again).
+  Status Rewarm(Shard& shard, const std::string& composite, Medium* source = nullptr);
   Status RunRewarm(Shard& shard, const std::string& composite,
                    const std::shared_ptr<SsdReplica>& replica,
                    const std::shared_ptr<FlightTicket<Status>>& ticket);
@@ -316,6 +339,34 @@ class Store {
   std::vector<Victim> GatherSsdVictims();
   void DrainSsdTrash();
   bool SsdWritable() const { return ssd_ && ssd_->Writable(); }
+  // HBM tier (store_hbm.cc). None of these hold a shard lock on entry.
+  void InstallHbmLocked(Shard& shard, Map::value_type& kv, std::shared_ptr<HbmReplica> replica)
+      TIERKV_REQUIRES(shard.mu);
+  // Takes kv's HBM replica out of the index (announced as `cause` when no
+  // DRAM replica keeps memory held); its range is freed with the last
+  // reference.
+  std::shared_ptr<HbmReplica> DropHbmLocked(Shard& shard, Map::value_type& kv, RemoveCause cause)
+      TIERKV_REQUIRES(shard.mu);
+  // Copies the DRAM value of `composite` into the HBM pool with the most room
+  // (evicting HBM victims of that pool when full). Returns whether it did.
+  bool Promote(Shard& shard, const std::string& composite);
+  // `size` bytes in pool `pool`, evicting its oldest replicas when full.
+  Result<Extent> AllocateHbm(uint32_t pool, uint64_t size);
+  // Moves one HBM victim down: copied into DRAM unless DRAM holds the value
+  // already, then dropped from HBM. Returns whether it left HBM.
+  bool EvictHbmVictim(const Victim& victim);
+  std::vector<Victim> GatherHbmVictims(uint32_t pool);
+  size_t EvictHbmDownTo(uint32_t pool, uint64_t target_used);
+  // Maintenance: each pool above the high watermark down to the low one.
+  void EvictHbmToWatermarks();
+  // The HBM half of Rewarm: copies `replica` into a fresh DRAM replica.
+  Status RunWarmDown(Shard& shard, const std::string& composite,
+                     const std::shared_ptr<HbmReplica>& replica,
+                     const std::shared_ptr<FlightTicket<Status>>& ticket);
+  // Copies an HBM replica's bytes into a fresh DRAM range (evicting DRAM when
+  // full). The caller owns the range.
+  Result<Extent> CopyHbmToDram(const HbmReplica& replica);
+
   // Write-through copies and prefetches, on the tier's work queue (dropped
   // before StartTierWorker and after StopTierWorker).
   void EnqueueTierJob(std::function<void()> job, bool droppable);
@@ -348,6 +399,15 @@ class Store {
   // SSD tier (AttachSsd): the device, its I/O, trash, counters and queue.
   std::unique_ptr<SsdStage> ssd_;
   std::mutex ssd_evict_mu_;  // one SSD evictor at a time
+
+  // HBM tier (AttachHbm): its pools and the counters of its moves.
+  HbmTier* hbm_ = nullptr;
+  std::mutex hbm_evict_mu_;  // one HBM evictor at a time (before evict_mu_)
+  struct HbmCounters {
+    std::atomic<uint64_t> promoted{0}, promoted_bytes{0}, demoted{0}, demoted_bytes{0}, dropped{0},
+        evicted{0}, warmed{0}, warmed_bytes{0}, get_hits{0}, copy_failures{0};
+  };
+  HbmCounters hbm_counters_;
 
   std::mutex maint_mu_;
   std::unique_ptr<PeriodicTask> maint_task_;  // maint_mu_; RunMaintenance every interval

@@ -32,6 +32,7 @@ size_t StoreAdmin::EvictKeys(std::string_view tenant, std::span<const std::strin
     const std::string composite = Composite(tenant, key);
     Store::Shard& shard = s.ShardFor(composite);
     int64_t last_access = 0;
+    bool hbm = false;
     bool dram = false;
     uint64_t dram_bytes = 0;
     {
@@ -39,11 +40,14 @@ size_t StoreAdmin::EvictKeys(std::string_view tenant, std::span<const std::strin
       auto it = shard.map.find(composite);
       if (it == shard.map.end() || !it->second.readable()) continue;
       last_access = it->second.last_access;
+      hbm = it->second.hbm != nullptr;
       dram = it->second.current != nullptr;
       if (dram) dram_bytes = it->second.current->extent.size;
     }
     Store::Victim victim{last_access, shard.index, composite, dram_bytes};
-    if (dram) {
+    if (hbm) {
+      n += s.EvictHbmVictim(victim) ? 1 : 0;
+    } else if (dram) {
       in_dram.push_back(std::move(victim));
     } else {
       n += s.EvictSsdVictim(victim) ? 1 : 0;
@@ -56,27 +60,35 @@ size_t StoreAdmin::EvictKeys(std::string_view tenant, std::span<const std::strin
 
 size_t StoreAdmin::Prefetch(std::string_view tenant, std::span<const std::string> keys) {
   Store& s = *store_;
-  if (!s.ssd_ || !s.rules_.Tenant(tenant).ok()) return 0;
+  if ((!s.ssd_ && !s.hbm_) || !s.rules_.Tenant(tenant).ok()) return 0;
   size_t n = 0;
+  size_t scheduled = 0;
   for (const std::string& key : keys) {
     if (!s.rules_.Key(key).ok()) continue;
     std::string composite = Composite(tenant, key);
     Store::Shard& shard = s.ShardFor(composite);
+    bool up_to_hbm = false;
     {
       ShardLock lock(shard.mu);
       auto it = shard.map.find(composite);
-      if (it == shard.map.end() || it->second.current || !it->second.ssd ||
-          shard.rewarms.InFlight(composite)) {
+      if (it == shard.map.end()) continue;
+      const Store::Entry& e = it->second;
+      up_to_hbm = s.hbm_ && e.current && !e.hbm && !e.current->dram_only;
+      if (!up_to_hbm && (!s.ssd_ || e.in_memory() || !e.ssd || shard.rewarms.InFlight(composite))) {
         continue;
       }
+    }
+    if (up_to_hbm) {
+      n += s.Promote(shard, composite) ? 1 : 0;
+      continue;
     }
     s.EnqueueTierJob(
         [&s, &shard, composite = std::move(composite)] { (void)s.Rewarm(shard, composite); },
         /*droppable=*/false);
-    ++n;
+    ++scheduled;
   }
-  s.ssd_->counters.prefetch_scheduled.fetch_add(n, std::memory_order_relaxed);
-  return n;
+  if (s.ssd_) s.ssd_->counters.prefetch_scheduled.fetch_add(scheduled, std::memory_order_relaxed);
+  return n + scheduled;
 }
 
 void StoreAdmin::WaitTierIdle() { store_->WaitTierIdle(); }

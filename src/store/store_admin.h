@@ -35,12 +35,17 @@ class StoreAdmin {
 
   // How many of `keys` are readable now.
   size_t CountReadable(std::string_view tenant, std::span<const std::string> keys) const;
-  // Moves the given keys one tier down: an unleased DRAM replica is demoted
-  // (to SSD when there is one, else dropped); an object held only on SSD is
-  // dropped. Counted as evictions. Returns how many objects moved.
+  // Moves the given keys one tier down from the highest medium holding them:
+  // an HBM replica is moved into DRAM (dropped when DRAM holds the value
+  // already); an unleased DRAM replica is demoted (to SSD when there is one,
+  // else dropped); an object held only on SSD is dropped. Counted as
+  // evictions. Returns how many objects moved.
   size_t EvictKeys(std::string_view tenant, std::span<const std::string> keys);
-  // Schedules a background rewarm of each key held only on SSD and returns at
-  // once with how many were scheduled (0 without an SSD tier).
+  // Moves the given keys one tier up: schedules a background rewarm of each
+  // key held only on SSD (into DRAM), and with an HBM tier copies each key
+  // held in DRAM but not in HBM up into HBM (at once: no disk involved; a
+  // copy of another manager's value stays in DRAM). Returns how many keys
+  // were scheduled or copied.
   size_t Prefetch(std::string_view tenant, std::span<const std::string> keys);
   // Waits until every scheduled rewarm and write-through copy has finished.
   void WaitTierIdle();
@@ -88,8 +93,8 @@ class StorePins {
  public:
   explicit StorePins(Store& store) : store_(&store) {}
 
-  // Pins the DRAM replica of `ref` (an object held only on SSD is rewarmed
-  // first) if its value is at `generation` (0: whatever value is there). Until
+  // Pins the DRAM replica of `ref` (an object held only on SSD or in HBM is
+  // copied into DRAM first) if its value is at `generation` (0: whatever value is there). Until
   // Unpin, or ReleaseAll(owner), the bytes are neither evicted, demoted nor
   // reused; a remove or upsert hides the old value at once and frees its range
   // after the last pin. Each pin charges its replica's allocated bytes to
@@ -99,7 +104,8 @@ class StorePins {
   // for the rewarm), RETRY, IO_ERROR, INVALID_ARGUMENT, TOO_LARGE as for
   // Store::Lease. Not counted as a client get. With `may_rewarm` false a value
   // held only on SSD is not rewarmed: RETRY ("held only on SSD") at once,
-  // nothing pinned, so the call never waits for the disk.
+  // nothing pinned, so the call never waits for the disk (a value held in
+  // HBM is still copied down: no disk in that).
   Result<PinGrant> Pin(uint64_t owner, const ObjectRef& ref, uint64_t generation,
                        uint64_t budget_bytes, bool may_rewarm = true);
   // Releases one pin of `owner`. NOT_FOUND for an unknown id or another owner's.

@@ -244,20 +244,24 @@ std::vector<Result<LeaseGrant>> Store::BatchLease(const Caller& caller, std::str
         ForEachKey(composites, valid, [&](Shard& shard, uint32_t i) {
           shard.mu.AssertHeld();  // ForEach*ByShard holds it
           bool cold = false;
-          res[i] = LeaseLocked(shard, composites[i], caller, now, &cold, false, hold);
+          res[i] = LeaseLocked(shard, composites[i], caller, now, &cold, Medium::kDram, hold);
           if (cold) cold_items.push_back(i);
         });
       });
-  // Values held only on SSD are rewarmed after the shard pass, without its
-  // locks, up to the SSD queue depth at a time.
-  if (!cold_items.empty() && ssd_) {
+  // Values held only on SSD or in HBM are copied into DRAM after the shard
+  // pass, without its locks, up to the SSD queue depth at a time.
+  if (!cold_items.empty()) {
     std::vector<std::function<void()>> rewarms;
     rewarms.reserve(cold_items.size());
     for (uint32_t i : cold_items) {
       rewarms.emplace_back(
           [&, i] { out[i] = LeaseCold(ShardFor(composites[i]), composites[i], caller); });
     }
-    ssd_->io().RunAll(rewarms);
+    if (ssd_) {
+      ssd_->io().RunAll(rewarms);
+    } else {
+      for (auto& rewarm : rewarms) rewarm();  // from HBM: no disk to wait for
+    }
   }
   op_stats_.RecordBatch(Op::kBatchGet, Op::kGet, CodesOf(out), caller.rank);
   return out;

@@ -36,15 +36,18 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
 // Reads.
 
 Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite,
-                                      const Caller& caller, int64_t now, bool* cold, bool from_ssd,
+                                      const Caller& caller, int64_t now, bool* cold, Medium from,
                                       ReadHold hold) {
   auto it = shard.map.find(composite);
   if (it == shard.map.end() || !it->second.current) {
-    if (cold != nullptr) *cold = it != shard.map.end() && it->second.ssd != nullptr;
+    if (cold != nullptr) *cold = it != shard.map.end() && it->second.readable();
     return NotFound("key not found");
   }
   Blob& blob = *it->second.current;
-  (from_ssd ? ssd_->counters.get_hits_ssd : get_hits_dram_).fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& hits = from == Medium::kSsd   ? ssd_->counters.get_hits_ssd
+                                : from == Medium::kHbm ? hbm_counters_.get_hits
+                                                       : get_hits_dram_;
+  hits.fetch_add(1, std::memory_order_relaxed);
   shard.Touch(*it, now);
   uint8_t* const data = dram_->base() + blob.extent.offset;
   if (hold == ReadHold::kLocate) {
@@ -71,7 +74,7 @@ Result<LeaseGrant> Store::Lease(const Caller& caller, const ObjectRef& ref, Read
   bool cold = false;
   Result<LeaseGrant> r = [&] {
     ShardLock lock(shard.mu);
-    return LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, false, hold);
+    return LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, Medium::kDram, hold);
   }();
   if (cold) r = LeaseCold(shard, composite, caller);
   op_stats_.Record(Op::kGet, r.code(), caller.rank);

@@ -22,6 +22,11 @@ Result<ObjectInfo> Store::QueryLocked(Shard& shard, const std::string& composite
     info.group_id = e.ssd->blob.header.group_id;
     info.media |= MediumBit(Medium::kSsd);
   }
+  if (e.hbm) {
+    info.size = e.hbm->size;
+    info.group_id = e.hbm->group_id;
+    info.media |= MediumBit(Medium::kHbm);
+  }
   if (e.current) {
     const Blob& blob = *e.current;
     info.size = blob.size;
@@ -70,6 +75,8 @@ Status Store::RemoveLocked(Shard& shard, const std::string& composite) {
   if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
   Entry& e = it->second;
   --shard.readable;
+  // HBM first: the DRAM replica, if any, then announces memory gone.
+  if (e.hbm) DropHbmLocked(shard, *it, RemoveCause::kRemoved);
   if (e.current) {
     std::unique_ptr<Blob> old = std::move(e.current);
     shard.EraseFromDramQueue(e);

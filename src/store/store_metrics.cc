@@ -41,15 +41,29 @@ constexpr MetricFamily kSsdPaused{
 constexpr MetricFamily kSsdPauses{"tierkv_ssd_write_pauses_total", "counter",
                                   "Pauses of SSD writes started by I/O errors"};
 
-}  // namespace
+constexpr MetricFamily kHbmObjects{"tierkv_hbm_objects", "gauge", "Objects with a replica in HBM"};
+constexpr MetricFamily kHbmPromoted{"tierkv_hbm_promoted_total", "counter",
+                                    "DRAM -> HBM copies made by prefetch requests"};
+constexpr MetricFamily kHbmPromotedBytes{"tierkv_hbm_promoted_bytes_total", "counter",
+                                         "Bytes copied from DRAM into HBM by prefetch requests"};
+constexpr MetricFamily kHbmDemoted{"tierkv_hbm_demoted_total", "counter",
+                                   "HBM replicas moved down into DRAM to make room"};
+constexpr MetricFamily kHbmDemotedBytes{"tierkv_hbm_demoted_bytes_total", "counter",
+                                        "Bytes moved down from HBM into DRAM to make room"};
+constexpr MetricFamily kHbmDropped{"tierkv_hbm_dropped_total", "counter",
+                                   "HBM replicas dropped with the value kept in DRAM or on SSD"};
+constexpr MetricFamily kHbmEvicted{"tierkv_hbm_evicted_total", "counter",
+                                   "HBM replicas dropped with no copy below (the value is gone)"};
+constexpr MetricFamily kHbmWarmed{"tierkv_hbm_warmed_total", "counter",
+                                  "HBM -> DRAM copies made for host reads"};
+constexpr MetricFamily kHbmWarmedBytes{"tierkv_hbm_warmed_bytes_total", "counter",
+                                       "Bytes copied from HBM into DRAM for host reads"};
+constexpr MetricFamily kHbmGetHits{"tierkv_hbm_get_hits_total", "counter",
+                                   "Gets of values held only in HBM (served after a copy down)"};
+constexpr MetricFamily kHbmCopyFailures{"tierkv_hbm_copy_failures_total", "counter",
+                                        "Copies to or from a GPU that failed"};
 
-void ReportStoreMetrics(const StoreStats& s, MetricSink& sink) {
-  sink.OneDouble(kDramFragmentation, s.dram.fragmentation);
-  sink.One(kDramLargestFree, s.dram.largest_free);
-  sink.One(kDramFreeRanges, s.dram.free_ranges);
-  sink.One(kDramRequested, s.dram.requested);
-  const TierStats& t = s.tier;
-  if (!t.enabled) return;
+void ReportSsdMetrics(const TierStats& t, MetricSink& sink) {
   sink.Family(kSsdInfo);
   sink.Sample(
       kSsdInfo.name,
@@ -67,6 +81,31 @@ void ReportStoreMetrics(const StoreStats& s, MetricSink& sink) {
   sink.One(kSsdPrefetch, t.prefetch_scheduled);
   sink.One(kSsdPaused, t.writes_paused ? 1 : 0);
   sink.One(kSsdPauses, t.write_pauses);
+}
+
+void ReportHbmMetrics(const HbmStats& h, MetricSink& sink) {
+  sink.One(kHbmObjects, h.objects);
+  sink.One(kHbmPromoted, h.promoted);
+  sink.One(kHbmPromotedBytes, h.promoted_bytes);
+  sink.One(kHbmDemoted, h.demoted);
+  sink.One(kHbmDemotedBytes, h.demoted_bytes);
+  sink.One(kHbmDropped, h.dropped);
+  sink.One(kHbmEvicted, h.evicted);
+  sink.One(kHbmWarmed, h.warmed);
+  sink.One(kHbmWarmedBytes, h.warmed_bytes);
+  sink.One(kHbmGetHits, h.get_hits);
+  sink.One(kHbmCopyFailures, h.copy_failures);
+}
+
+}  // namespace
+
+void ReportStoreMetrics(const StoreStats& s, MetricSink& sink) {
+  sink.OneDouble(kDramFragmentation, s.dram.fragmentation);
+  sink.One(kDramLargestFree, s.dram.largest_free);
+  sink.One(kDramFreeRanges, s.dram.free_ranges);
+  sink.One(kDramRequested, s.dram.requested);
+  if (s.tier.enabled) ReportSsdMetrics(s.tier, sink);
+  if (s.hbm.enabled) ReportHbmMetrics(s.hbm, sink);
 }
 
 }  // namespace tierkv

@@ -17,6 +17,7 @@ Result<PinGrant> StorePins::Pin(uint64_t owner, const ObjectRef& ref, uint64_t g
   const std::string composite = Composite(ref.tenant, ref.key);
   Store::Shard& shard = s.ShardFor(composite);
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
+    bool in_hbm = false;
     {
       ShardLock lock(shard.mu);
       auto it = shard.map.find(composite);
@@ -37,9 +38,12 @@ Result<PinGrant> StorePins::Pin(uint64_t owner, const ObjectRef& ref, uint64_t g
         return PinGrant{*id, s.dram_->base() + blob->extent.offset, blob->size, e.generation,
                         &blob->digests};
       }
+      in_hbm = e.hbm != nullptr;
     }
-    // Only on SSD.
-    if (!may_rewarm) return Status(Code::kRetry, "held only on SSD: pinning it needs a rewarm");
+    // Only in HBM (a copy down, no disk to wait for) or only on SSD.
+    if (!may_rewarm && !in_hbm) {
+      return Status(Code::kRetry, "held only on SSD: pinning it needs a rewarm");
+    }
     if (Status rw = s.Rewarm(shard, composite); !rw.ok()) return rw;
   }
   return Status(Code::kRetry, "the rewarmed copy was evicted again before it could be pinned");

@@ -72,18 +72,21 @@ Result<Extent> Store::AllocateSpace(uint64_t size) {
                     std::to_string(size) + " bytes requested)");
 }
 
-std::vector<Store::Victim> Store::TailVictims(bool ssd, const VictimFilter& usable) {
+std::vector<Store::Victim> Store::TailVictims(Medium medium, const VictimFilter& usable) {
   // S3-FIFO gives one victim per shard: its FIFOs decide which, the clock
   // only which shard goes first.
-  const size_t per_shard =
-      !ssd && options_.evict_policy == EvictPolicy::kS3Fifo ? 1 : kVictimsPerShard;
+  const size_t per_shard = medium == Medium::kDram && options_.evict_policy == EvictPolicy::kS3Fifo
+                               ? 1
+                               : kVictimsPerShard;
   std::vector<Victim> victims;
   std::vector<QueueHook*> picked;
   for (uint32_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = *shards_[i];
     ShardLock lock(shard.mu);
     const int64_t now = clock_->NowNanos();
-    EvictionQueue& queue = ssd ? static_cast<EvictionQueue&>(shard.ssd_queue) : *shard.dram_queue;
+    EvictionQueue& queue = medium == Medium::kSsd   ? static_cast<EvictionQueue&>(shard.ssd_queue)
+                           : medium == Medium::kHbm ? static_cast<EvictionQueue&>(shard.hbm_queue)
+                                                    : *shard.dram_queue;
     picked.clear();
     queue.Victims(
         per_shard, kMaxTailScan,
@@ -104,7 +107,7 @@ std::vector<Store::Victim> Store::TailVictims(bool ssd, const VictimFilter& usab
 
 std::vector<Store::Victim> Store::GatherVictims() {
   const Shard* reaped = nullptr;  // expired leases are detached once per shard
-  return TailVictims(/*ssd=*/false, [&](Shard& shard, const Map::value_type& kv, int64_t now) {
+  return TailVictims(Medium::kDram, [&](Shard& shard, const Map::value_type& kv, int64_t now) {
     shard.mu.AssertHeld();  // TailVictims holds it
     const Entry& e = kv.second;
     if (e.current->pins > 0) return false;  // being copied to SSD
@@ -129,7 +132,7 @@ bool Store::EvictVictim(const Victim& victim) {
   if (e.last_access != victim.last_access || e.current->Leased(now)) return false;
   if (e.current->leases > 0) ReapShardLocked(shard, now);
   std::unique_ptr<Blob> blob = std::move(e.current);
-  --shard.readable;
+  if (!e.readable()) --shard.readable;  // an HBM replica may still hold it
   shard.EraseFromDramQueue(e);
   evicted_objects_.fetch_add(1, std::memory_order_relaxed);
   evicted_bytes_.fetch_add(blob->size, std::memory_order_relaxed);
@@ -206,7 +209,9 @@ size_t Store::RunMaintenance() {
       }
     }
   }
-  // DRAM first: its demotions fill SSD, which is then brought back down.
+  // HBM first: its victims move into DRAM; then DRAM, whose demotions fill
+  // SSD, which is then brought back down.
+  EvictHbmToWatermarks();
   size_t evicted = 0;
   const uint64_t capacity = dram_->capacity();
   if (dram_->allocated_bytes() > static_cast<uint64_t>(options_.high_watermark * capacity)) {

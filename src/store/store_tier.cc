@@ -118,7 +118,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
     if (last_access >= 0 && e.last_access != last_access) return false;
     if (e.current->leases > 0) ReapShardLocked(shard, now);
     std::unique_ptr<Blob> blob = std::move(e.current);
-    if (!e.ssd) --shard.readable;
+    if (!e.readable()) --shard.readable;
     shard.EraseFromDramQueue(e);
     const RemoveCause cause = e.ssd ? RemoveCause::kDemoted : RemoveCause::kEvicted;
     evicted_objects_.fetch_add(1, std::memory_order_relaxed);
@@ -185,7 +185,7 @@ bool Store::MoveDown(uint32_t shard_index, const std::string& composite, int64_t
 // SSD eviction.
 
 std::vector<Store::Victim> Store::GatherSsdVictims() {
-  return TailVictims(/*ssd=*/true, [](Shard& shard, const Map::value_type& kv, int64_t) {
+  return TailVictims(Medium::kSsd, [](Shard& shard, const Map::value_type& kv, int64_t) {
     shard.mu.AssertHeld();  // TailVictims holds it
     // Not being read.
     return kv.second.ssd.use_count() == 1 && !shard.rewarms.InFlight(kv.first);
@@ -205,7 +205,7 @@ bool Store::EvictSsdVictim(const Victim& victim) {
       return false;
     }
     dropped = DropSsdLocked(shard, *it, RemoveCause::kEvicted);
-    if (!e.current) --shard.readable;
+    if (!e.readable()) --shard.readable;
     ssd_->counters.ssd_evicted_objects.fetch_add(1, std::memory_order_relaxed);
     ssd_->counters.ssd_evicted_bytes.fetch_add(dropped->blob.header.size,
                                                std::memory_order_relaxed);
@@ -236,26 +236,34 @@ size_t Store::EvictSsdDownTo(uint64_t target_used) {
 // ---------------------------------------------------------------------------
 // SSD -> DRAM.
 
-Status Store::Rewarm(Shard& shard, const std::string& composite) {
+Status Store::Rewarm(Shard& shard, const std::string& composite, Medium* source) {
   SingleFlight<std::string, Status>::Joined flight;
   std::shared_ptr<SsdReplica> replica;
+  std::shared_ptr<HbmReplica> in_hbm;  // copied down from HBM instead: no disk read
   {
     ShardLock lock(shard.mu);
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
     Entry& e = it->second;
     if (e.current) return Status::Ok();
+    if (source != nullptr) *source = e.hbm ? Medium::kHbm : Medium::kSsd;
     flight = shard.rewarms.Join(composite);
-    if (flight.leader) replica = e.ssd;
+    if (flight.leader) {
+      in_hbm = e.hbm;
+      if (!in_hbm) replica = e.ssd;
+    }
   }
+  std::atomic<uint64_t>* waiting = ssd_ ? &ssd_->counters.rewarm_waiting : nullptr;
   if (!flight.leader) {
-    ssd_->counters.rewarm_waiting.fetch_add(1, std::memory_order_relaxed);
+    if (waiting != nullptr) waiting->fetch_add(1, std::memory_order_relaxed);
     Status st = flight.ticket->Wait();
-    ssd_->counters.rewarm_waiting.fetch_sub(1, std::memory_order_relaxed);
+    if (waiting != nullptr) waiting->fetch_sub(1, std::memory_order_relaxed);
     return st;
   }
-  Status st = RunRewarm(shard, composite, replica, flight.ticket);
+  Status st = in_hbm ? RunWarmDown(shard, composite, in_hbm, flight.ticket)
+                     : RunRewarm(shard, composite, replica, flight.ticket);
   replica.reset();
+  in_hbm.reset();
   flight.ticket->Finish(st);
   DrainSsdTrash();
   return st;
@@ -289,7 +297,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
     ssd_->counters.corrupt_blobs.fetch_add(1, std::memory_order_relaxed);
     if (same) {
       (void)DropSsdLocked(shard, *it, RemoveCause::kEvicted);
-      if (!it->second.current) --shard.readable;
+      if (!it->second.readable()) --shard.readable;
       EraseIfEmptyLocked(shard, it);
     }
     spdlog::error("SSD tier: {}; the replica was dropped", st.message());
@@ -315,11 +323,11 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
 Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
                                     const Caller& caller) {
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
-    if (Status st = Rewarm(shard, composite); !st.ok()) return st;
+    Medium source = Medium::kSsd;
+    if (Status st = Rewarm(shard, composite, &source); !st.ok()) return st;
     bool cold = false;
     ShardLock lock(shard.mu);
-    Result<LeaseGrant> r =
-        LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, /*from_ssd=*/true);
+    Result<LeaseGrant> r = LeaseLocked(shard, composite, caller, clock_->NowNanos(), &cold, source);
     if (r.ok() || !cold) return r;
   }
   return Status(Code::kRetry, "the rewarmed copy was evicted again before it could be read");

@@ -182,6 +182,23 @@ struct TierStats {
   SsdRecoveryStats recovered;          // what the start-up scan found
 };
 
+// The HBM tier's moves. Zero without an HBM tier. The pools' own figures are
+// HbmTier's (tierkv_hbm_capacity_bytes, tierkv_hbm_allocated_bytes).
+struct HbmStats {
+  bool enabled = false;
+  uint64_t objects = 0;   // objects with an HBM replica
+  uint64_t promoted = 0;  // DRAM -> HBM copies made (/memory/prefetch)
+  uint64_t promoted_bytes = 0;
+  uint64_t demoted = 0;  // HBM replicas moved down to DRAM to make room
+  uint64_t demoted_bytes = 0;
+  uint64_t dropped = 0;  // HBM replicas dropped, the value kept below (DRAM or SSD)
+  uint64_t evicted = 0;  // HBM replicas dropped with no copy below: the value is gone
+  uint64_t warmed = 0;   // HBM -> DRAM copies made for a read (the HBM replica stays)
+  uint64_t warmed_bytes = 0;
+  uint64_t get_hits = 0;       // gets served after such a copy
+  uint64_t copy_failures = 0;  // copies to or from a GPU that failed (its error logged)
+};
+
 struct StoreStats {
   uint64_t objects = 0;  // readable objects
   uint64_t pending_allocs = 0;
@@ -197,6 +214,7 @@ struct StoreStats {
   bool evicting = false;       // an eviction round is running now
   AllocatorStats dram;
   TierStats tier;
+  HbmStats hbm;
 };
 
 }  // namespace tierkv

@@ -85,9 +85,13 @@ uint64_t StoreAdmin::Snapshot(
 void Store::CopyReadable(const Map::value_type& kv, uint64_t watermark,
                          std::vector<SnapshotRecord>* out) {
   const Entry& e = kv.second;
-  if (const Blob* b = e.current.get(); b != nullptr && e.dram_seq <= watermark) {
+  // Memory is one record however many of HBM and DRAM hold it, as announced.
+  if (const Blob* b = e.current.get(); b != nullptr && e.memory_seq <= watermark) {
     out->push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)), b->group_id,
-                    Medium::kDram, b->size, e.generation, e.dram_seq, e.name_space});
+                    Medium::kDram, b->size, e.generation, e.memory_seq, e.name_space});
+  } else if (const HbmReplica* h = e.hbm.get(); h != nullptr && e.memory_seq <= watermark) {
+    out->push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)), h->group_id,
+                    Medium::kHbm, h->size, e.generation, e.memory_seq, e.name_space});
   }
   if (const SsdReplica* r = e.ssd.get(); r != nullptr && e.ssd_seq <= watermark) {
     out->push_back({std::string(TenantOf(kv.first)), std::string(KeyOf(kv.first)),
@@ -106,6 +110,7 @@ StoreStats StoreAdmin::Stats() const {
     for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.blob != nullptr;
     s.zombie_bytes += shard_ptr->zombie_bytes;
     s.tier.ssd_objects += shard_ptr->ssd_objects;
+    s.hbm.objects += shard_ptr->hbm_objects;
   }
   s.quarantined_bytes = st.quarantine_.bytes();
   s.evicted_objects = st.evicted_objects_.load(std::memory_order_relaxed);
@@ -117,6 +122,21 @@ StoreStats StoreAdmin::Stats() const {
   s.evicting = st.evicting_.load(std::memory_order_relaxed) > 0;
   s.dram = st.dram_->Stats();
   if (st.ssd_) st.ssd_->Fill(&s.tier);
+  if (st.hbm_) {
+    const Store::HbmCounters& c = st.hbm_counters_;
+    auto load = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+    s.hbm.enabled = true;
+    s.hbm.promoted = load(c.promoted);
+    s.hbm.promoted_bytes = load(c.promoted_bytes);
+    s.hbm.demoted = load(c.demoted);
+    s.hbm.demoted_bytes = load(c.demoted_bytes);
+    s.hbm.dropped = load(c.dropped);
+    s.hbm.evicted = load(c.evicted);
+    s.hbm.warmed = load(c.warmed);
+    s.hbm.warmed_bytes = load(c.warmed_bytes);
+    s.hbm.get_hits = load(c.get_hits);
+    s.hbm.copy_failures = load(c.copy_failures);
+  }
   return s;
 }
 
