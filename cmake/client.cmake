@@ -17,22 +17,43 @@ add_library(tierkv_protocol STATIC
 tierkv_box(tierkv_protocol protocol)
 target_link_libraries(tierkv_protocol PUBLIC tierkv_common)
 
+# GPUs (docs/hbm.md): the Device seam, its host-memory fake, and the CUDA
+# driver loaded at run time (the client copies to and from GPU memory with
+# it, the manager keeps its HBM tier with it). Only the toolkit's headers are
+# used at build time (found under /usr/local/cuda or $CUDA_HOME); nothing of
+# CUDA is linked.
+find_path(TIERKV_CUDA_INCLUDE cuda.h HINTS ENV CUDA_HOME PATHS /usr/local/cuda
+          PATH_SUFFIXES include)
+add_library(tierkv_device STATIC src/device/host_device.cc src/device/cuda_device.cc)
+tierkv_box(tierkv_device device)
+target_link_libraries(tierkv_device PUBLIC tierkv_common PRIVATE ${CMAKE_DL_LIBS})
+if(TIERKV_CUDA_INCLUDE)
+  target_compile_definitions(tierkv_device PRIVATE TIERKV_WITH_CUDA)
+  target_include_directories(tierkv_device SYSTEM PRIVATE ${TIERKV_CUDA_INCLUDE})
+  message(STATUS "CUDA driver support: on (${TIERKV_CUDA_INCLUDE}/cuda.h)")
+else()
+  message(STATUS "CUDA driver support: off (no cuda.h)")
+endif()
+
 add_library(tierkv_client STATIC src/client/connection.cc src/client/client.cc
   src/client/client_get.cc
   src/client/client_pin.cc
+  src/client/client_device.cc
   src/client/namespace.cc)
 tierkv_box(tierkv_client client)
-target_link_libraries(tierkv_client PUBLIC tierkv_protocol Threads::Threads PRIVATE OpenSSL::Crypto)
+target_link_libraries(tierkv_client PUBLIC tierkv_protocol Threads::Threads
+  PRIVATE tierkv_device OpenSSL::Crypto)
 # The public headers need C++20 (std::span): the requirement travels with the
 # installed tierkv::client, so a consumer that sets no standard still builds.
 target_compile_features(tierkv_client PUBLIC cxx_std_20)
-# cmake --install: the public headers, the client library (with the two it
-# builds on), a CMake package (find_package(tierkv) -> tierkv::client) and a
+# cmake --install: the public headers, the client library (with the three
+# it builds on), a CMake package (find_package(tierkv) -> tierkv::client) and a
 # pkg-config file (docs/cpp.md).
 set_target_properties(tierkv_client PROPERTIES EXPORT_NAME client)
 set_target_properties(tierkv_protocol PROPERTIES EXPORT_NAME protocol)
 set_target_properties(tierkv_common PROPERTIES EXPORT_NAME common)
-install(TARGETS tierkv_client tierkv_protocol tierkv_common EXPORT tierkvTargets
+set_target_properties(tierkv_device PROPERTIES EXPORT_NAME device)
+install(TARGETS tierkv_client tierkv_protocol tierkv_device tierkv_common EXPORT tierkvTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/tierkv DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT tierkvTargets NAMESPACE tierkv:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tierkv)

@@ -179,6 +179,37 @@ class Parts {
   std::vector<size_t> starts_;
 };
 
+// The GPU-memory parts of device puts and gets: per key a list of
+// (device address, length) pairs.
+class DeviceParts {
+ public:
+  explicit DeviceParts(const py::list& per_key) {
+    for (const py::handle& item : per_key) {
+      if (!py::isinstance<py::list>(item) && !py::isinstance<py::tuple>(item)) {
+        throw py::type_error("the parts of each key are a list of (device address, length)");
+      }
+      starts_.push_back(regions_.size());
+      for (const py::handle& part : item) {
+        if (!py::isinstance<py::tuple>(part) || py::len(part) != 2) {
+          throw py::type_error("a device part is a (device address, length) pair");
+        }
+        py::tuple t = py::reinterpret_borrow<py::tuple>(part);
+        regions_.push_back({t[0].cast<uint64_t>(), t[1].cast<size_t>()});
+      }
+    }
+    starts_.push_back(regions_.size());
+  }
+  size_t keys() const { return starts_.size() - 1; }
+  std::span<const tierkv::DeviceRegion> Of(size_t key) const {
+    return std::span<const tierkv::DeviceRegion>(regions_).subspan(starts_[key],
+                                                                   starts_[key + 1] - starts_[key]);
+  }
+
+ private:
+  std::vector<tierkv::DeviceRegion> regions_;
+  std::vector<size_t> starts_;
+};
+
 // Makes an uninitialised bytes object of `n` bytes in *out (replacing what
 // it held) and returns its buffer; nullptr when Python has no memory for it.
 // Called without the GIL; takes it for the allocation only.
@@ -197,9 +228,11 @@ class PyClient {
  public:
   PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
            std::string client_name, std::string name_space, bool pipeline_commits,
-           bool lease_free_reads)
+           bool lease_free_reads, std::string device_copies, std::string cuda_library)
       : tenant_(std::move(tenant)) {
     tierkv::ClientOptions o;
+    o.device_copies = std::move(device_copies);
+    o.cuda_library = std::move(cuda_library);
     o.rank = rank;
     o.pipeline_commits = pipeline_commits;
     o.lease_free_reads = lease_free_reads;
@@ -436,6 +469,43 @@ class PyClient {
     return out;
   }
 
+  // Puts from and gets into GPU memory: one object per key, its parts in `parts`.
+  std::vector<ItemStatus> PutDevice(const py::list& keys, const DeviceParts& parts,
+                                    const py::object& tenant, bool upsert) {
+    if (parts.keys() != keys.size()) throw py::value_error("one list of parts per key");
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<tierkv::DevicePutItem> items(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) items[i] = {ks[i], parts.Of(i), {}};
+    const std::string t = TenantOr(tenant);
+    std::vector<Status> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchPutFromDevice(items, t, upsert);
+    }
+    std::vector<ItemStatus> out;
+    out.reserve(res.size());
+    for (const Status& st : res) out.push_back(ToPy(st));
+    return out;
+  }
+
+  std::vector<ItemStatus> GetDevice(const py::list& keys, const DeviceParts& parts,
+                                    const py::object& tenant) {
+    if (parts.keys() != keys.size()) throw py::value_error("one list of parts per key");
+    std::vector<std::string> ks = Keys(keys);
+    std::vector<tierkv::DeviceGetItem> items(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) items[i] = {ks[i], parts.Of(i)};
+    const std::string t = TenantOr(tenant);
+    std::vector<tierkv::Result<size_t>> res;
+    {
+      py::gil_scoped_release nogil;
+      res = C().BatchGetIntoDevice(items, t);
+    }
+    std::vector<ItemStatus> out;
+    out.reserve(res.size());
+    for (const auto& r : res) out.push_back(r.ok() ? ToPy(Status::Ok(), *r) : ToPy(r.status()));
+    return out;
+  }
+
   bool Exists(const py::handle& key, const py::object& tenant, bool local_only) {
     const std::string k = KeyOf(key);
     const std::string t = TenantOr(tenant);
@@ -649,11 +719,12 @@ PYBIND11_MODULE(_tierkv, m) {
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string, bool,
-                    bool>(),
+                    bool, std::string, std::string>(),
            py::arg("address"), py::arg("tenant") = "default", py::arg("rank") = 0,
            py::arg("timeout_ms") = 30000, py::arg("client_name") = "python",
            py::arg("namespace") = "", py::arg("pipeline_commits") = false,
-           py::arg("lease_free_reads") = true)
+           py::arg("lease_free_reads") = true, py::arg("device_copies") = "",
+           py::arg("cuda_library") = "")
       .def("close", &PyClient::Close)
       .def("flush", &PyClient::Flush)
       .def_property_readonly("closed", &PyClient::closed)
@@ -694,6 +765,18 @@ PYBIND11_MODULE(_tierkv, m) {
           "batch_get_parts",
           [](PyClient& c, const py::list& keys, const py::list& parts, const py::object& tenant) {
             return c.GetParts(keys, Parts(parts, true), tenant);
+          },
+          py::arg("keys"), py::arg("parts"), py::arg("tenant") = py::none())
+      .def(
+          "batch_put_device",
+          [](PyClient& c, const py::list& keys, const py::list& parts, const py::object& tenant,
+             bool upsert) { return c.PutDevice(keys, DeviceParts(parts), tenant, upsert); },
+          py::arg("keys"), py::arg("parts"), py::arg("tenant") = py::none(),
+          py::arg("upsert") = false)
+      .def(
+          "batch_get_device",
+          [](PyClient& c, const py::list& keys, const py::list& parts, const py::object& tenant) {
+            return c.GetDevice(keys, DeviceParts(parts), tenant);
           },
           py::arg("keys"), py::arg("parts"), py::arg("tenant") = py::none())
       .def(

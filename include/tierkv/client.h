@@ -78,6 +78,13 @@ struct ClientOptions {
   // copy is never torn. Saves the RELEASE message and the manager's lease
   // bookkeeping per get. Off: every get is a LEASE, copy, RELEASE.
   bool lease_free_reads = true;
+  // GPU memory for PutFromDevice / GetIntoDevice (docs/hbm.md): "" none
+  // (those calls fail with NOT_SUPPORTED); "cuda", the NVIDIA driver, loaded
+  // when the client connects (Connect fails with UNAVAILABLE and the cause
+  // when it cannot be); "host", stand-in devices whose addresses are host
+  // addresses (tests and trials on hosts without a GPU).
+  std::string device_copies;
+  std::string cuda_library;  // with "cuda": the driver library ("": libcuda.so.1)
 };
 
 struct WriteOptions {
@@ -126,6 +133,28 @@ struct PutPartsItem {
 struct GetPartsItem {
   std::string_view key;
   std::span<const Region> parts;
+};
+
+// GPU memory of this process (ClientOptions::device_copies): `size` bytes at
+// device address `ptr` (a CUdeviceptr, e.g. a CUDA tensor's data_ptr()), on
+// any GPU of the process (the driver's unified addressing finds it).
+struct DeviceRegion {
+  uint64_t ptr = 0;
+  size_t size = 0;
+};
+
+// An object stored from GPU memory: the concatenation of `parts`, in order.
+struct DevicePutItem {
+  std::string_view key;
+  std::span<const DeviceRegion> parts;
+  std::string_view group_id;
+};
+
+// An object read into GPU memory: the value must be exactly the parts' total
+// size (any other size fails the item with INVALID_ARGUMENT, nothing copied).
+struct DeviceGetItem {
+  std::string_view key;
+  std::span<const DeviceRegion> parts;
 };
 
 // A value pinned where it lies in the manager's shared pool (Client::Pin).
@@ -257,6 +286,26 @@ class Client {
                   const WriteOptions& options = {}, bool upsert = false);
   Result<size_t> GetParts(std::string_view key, std::span<const Region> parts,
                           std::string_view tenant = kDefaultTenant);
+
+  // GPU memory (ClientOptions::device_copies; docs/hbm.md). As
+  // BatchPutParts / BatchGetParts, with parts in GPU memory: over the Unix
+  // socket each part is copied once between the GPU and the manager's pool
+  // (device to host for a put, host to device for a get); over TCP through a
+  // host buffer. Synchronisation: each call returns once the bytes are in
+  // place (a put's in the store, a get's in the parts); the copies do not
+  // wait for work the caller queued on its own streams, so a put's source
+  // must be complete (synchronise the producing stream first). A copy the
+  // driver refuses fails its item with IO_ERROR and the driver's message;
+  // that item is not stored. NOT_SUPPORTED without device_copies.
+  std::vector<Status> BatchPutFromDevice(std::span<const DevicePutItem> items,
+                                         std::string_view tenant = kDefaultTenant,
+                                         bool upsert = false);
+  std::vector<Result<size_t>> BatchGetIntoDevice(std::span<const DeviceGetItem> items,
+                                                 std::string_view tenant = kDefaultTenant);
+  Status PutFromDevice(std::string_view key, std::span<const DeviceRegion> parts,
+                       const WriteOptions& options = {}, bool upsert = false);
+  Result<size_t> GetIntoDevice(std::string_view key, std::span<const DeviceRegion> parts,
+                               std::string_view tenant = kDefaultTenant);
 
   // Lookups. OK when stored, NOT_FOUND when not. In cluster mode a key the
   // manager does not hold is looked up in its global index of the other

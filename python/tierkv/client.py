@@ -32,6 +32,49 @@ def _tensor_region(obj: Any) -> tuple[int, int] | None:
     return obj.data_ptr(), obj.element_size() * obj.nelement()
 
 
+def _device_region(obj: Any, writable: bool) -> tuple[int, int]:
+    """``(device address, nbytes)`` of GPU memory: a CUDA torch tensor, any
+    object with ``__cuda_array_interface__`` (CuPy, Numba, ...), or a
+    ``(device address, length)`` pair. Raises ``ValueError`` for memory that is
+    not C-contiguous, read-only where it would be written, or a tensor in host
+    memory, and ``TypeError`` for anything else."""
+    if isinstance(obj, tuple):
+        if len(obj) != 2:
+            raise TypeError("a device region is (device address, length)")
+        return int(obj[0]), int(obj[1])
+    device = getattr(getattr(obj, "device", None), "type", None)
+    if device == "cpu":
+        raise ValueError("the tensor is in host memory: use put/get_into for it")
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is None:
+        raise TypeError(f"{type(obj).__name__} is not GPU memory: pass a CUDA tensor, an object "
+                        "with __cuda_array_interface__, or (device address, length)")
+    address, readonly = cai["data"]
+    if writable and readonly:
+        raise ValueError("the GPU memory is read-only")
+    shape = tuple(cai["shape"])
+    itemsize = int(cai["typestr"][2:])
+    strides = cai.get("strides")
+    count = 1
+    for n in shape:
+        count *= n
+    if strides is not None and count > 1:
+        expected, step = [], itemsize
+        for n in reversed(shape):
+            expected.append(step)
+            step *= n
+        if any(s != e for s, e, n in zip(strides, reversed(expected), shape) if n > 1):
+            raise ValueError("the GPU memory is not C-contiguous: use .contiguous() first")
+    return int(address), count * itemsize
+
+
+def _device_parts(obj: Any, writable: bool) -> list[tuple[int, int]]:
+    """One value's GPU parts: a list of regions, or one region."""
+    if isinstance(obj, list):
+        return [_device_region(p, writable) for p in obj]
+    return [_device_region(obj, writable)]
+
+
 def _target(obj: Any) -> Any:
     """A target the extension takes: a torch tensor becomes ``(address, nbytes)``."""
     region = _tensor_region(obj)
@@ -56,7 +99,8 @@ class Client:
 
     def __init__(self, address: str, tenant: str = "default", *, rank: int = 0,
                  timeout_ms: int = 30000, client_name: str = "python", namespace: str = "",
-                 pipeline_commits: bool = False, lease_free_reads: bool = True):
+                 pipeline_commits: bool = False, lease_free_reads: bool = True,
+                 device_copies: str = "", cuda_library: str = ""):
         """``namespace``: the storage namespace recorded with every object this client
         puts (``tierkv:v1:<64 lowercase hex>``, see :func:`tierkv.derive_namespace`);
         a malformed one raises :class:`tierkv.InvalidArgument`.
@@ -69,9 +113,17 @@ class Client:
 
         ``lease_free_reads`` (Unix socket only): gets copy without a read lease and
         check the copy against the manager's generation table; a copy whose range
-        was freed meanwhile is read again under a lease (``docs/protocol.md``)."""
+        was freed meanwhile is read again under a lease (``docs/protocol.md``).
+
+        ``device_copies``: GPU memory for the ``*_device`` calls: ``"cuda"`` (the
+        NVIDIA driver, loaded now; :class:`tierkv.Unavailable` names the cause when
+        it cannot be), ``"host"`` (stand-in devices whose addresses are host
+        addresses, for tests without a GPU), or ``""`` (none: those calls raise
+        :class:`tierkv.NotSupported`). ``cuda_library``: the driver library to
+        load (``""``: ``libcuda.so.1``)."""
         self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name, namespace,
-                                 pipeline_commits, lease_free_reads)
+                                 pipeline_commits, lease_free_reads, device_copies,
+                                 cuda_library)
         self.address = address
 
     # -- lifecycle ----------------------------------------------------------
@@ -250,6 +302,43 @@ class Client:
                           ) -> list[_tierkv.Status]:
         """:meth:`batch_get_parts` with flat lists, as :meth:`batch_put_regions`."""
         return self._c.batch_get_regions(list(keys), list(addresses), list(lengths), tenant)
+
+    # -- GPU memory (device_copies; docs/hbm.md) ------------------------------
+    # Each call returns once the bytes are in place; it does not wait for work
+    # queued on the caller's streams: synchronise the stream that produced a
+    # put's source first (e.g. torch.cuda.current_stream().synchronize()).
+    def put_from_device(self, key: Key, source: Any, *, group_id: str | None = None,
+                        tenant: str | None = None, upsert: bool = False) -> None:
+        """Stores GPU memory: a CUDA tensor (or ``__cuda_array_interface__``
+        object, or ``(device address, length)``), or a list of them whose
+        concatenation is the value."""
+        st = self._c.batch_put_device([key], [_device_parts(source, False)], tenant, upsert)[0]
+        if not st:
+            raise _error(st)
+
+    def get_into_device(self, key: Key, target: Any, *, tenant: str | None = None) -> int | None:
+        """Reads the value into GPU memory (as :meth:`put_from_device`'s source);
+        its size must be exactly the target's (else :class:`tierkv.InvalidArgument`,
+        nothing copied). Returns the size, or ``None`` on a miss."""
+        st = self._c.batch_get_device([key], [_device_parts(target, True)], tenant)[0]
+        if st.name == "NOT_FOUND":
+            return None
+        if not st:
+            raise _error(st)
+        return st.size
+
+    def batch_put_from_device(self, keys: Sequence[Key], sources: Sequence[Any], *,
+                              tenant: str | None = None, upsert: bool = False
+                              ) -> list[_tierkv.Status]:
+        """:meth:`put_from_device` per key, in one round trip per chunk."""
+        return self._c.batch_put_device(list(keys), [_device_parts(s, False) for s in sources],
+                                        tenant, upsert)
+
+    def batch_get_into_device(self, keys: Sequence[Key], targets: Sequence[Any], *,
+                              tenant: str | None = None) -> list[_tierkv.Status]:
+        """:meth:`get_into_device` per key; ``status.size`` is the value's length."""
+        return self._c.batch_get_device(list(keys), [_device_parts(t, True) for t in targets],
+                                        tenant)
 
     def exists(self, key: Key, *, tenant: str | None = None, local_only: bool = False) -> bool:
         """True when stored. In cluster mode also when another manager holds it

@@ -15,6 +15,7 @@ Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,
   Result<proto::Address> addr = proto::ParseAddress(address);
   if (!addr.ok()) return addr.status();
   auto impl = std::make_unique<Impl>(*addr, options);
+  if (Status st = impl->OpenDevice(options); !st.ok()) return st;
   impl->rank = options.rank;
   impl->pipeline_commits = options.pipeline_commits;
   if (Status st = impl->conn.Open(); !st.ok()) return st;
@@ -218,9 +219,12 @@ void Client::Impl::BatchPutChunk(std::span<const PutPartsItem> items, std::span<
       const proto::AllocReply g = proto::DecodeAllocReply(r);
       if (!r.ok() || g.offset + sizes[i] > conn.pool_size()) break;
       char* dst = reinterpret_cast<char*>(conn.pool() + g.offset);
-      for (const ConstRegion& part : items[i].parts) {
-        std::memcpy(dst, part.data, part.size);
-        dst += part.size;
+      if (Status copied = GatherParts(dst, items[i].parts); !copied.ok()) {
+        out[i] = copied;  // not committed: the grant is given back
+        Writer a = Begin();
+        proto::IdRequest{g.alloc_id}.Encode(a);
+        (void)conn.Post(Opcode::kAbort, body);
+        continue;
       }
       ids.push_back(g.alloc_id);
       idx.push_back(i);
@@ -444,6 +448,11 @@ namespace tierkv {
 void ClientTestPeer::SetAfterLocatedCopy(Client& client, std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(client.impl_->mu);
   client.impl_->after_located_copy = std::move(hook);
+}
+
+void ClientTestPeer::SetDevice(Client& client, std::unique_ptr<Device> device) {
+  std::lock_guard<std::mutex> lock(client.impl_->mu);
+  client.impl_->device = std::move(device);
 }
 
 }  // namespace tierkv

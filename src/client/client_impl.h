@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client/connection.h"
+#include "device/device.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 #include "tierkv/client.h"
@@ -201,6 +202,21 @@ class Client::Impl {
   bool pipeline_commits = false;
   // Test seam: runs after a lease-free copy, before its generation check.
   std::function<void()> after_located_copy;
+  // GPU memory copies (ClientOptions::device_copies); null without. One
+  // device does every copy: the driver's unified addressing resolves a part
+  // on any GPU of the process.
+  std::unique_ptr<DeviceRuntime> device_runtime;
+  std::unique_ptr<Device> device;
+  // True while a put's parts are device addresses (BatchPutFromDevice).
+  bool device_parts = false;
+
+  // Loads the device runtime options.device_copies names (none for "").
+  // Errors: INVALID_ARGUMENT (unknown kind), UNAVAILABLE / NOT_SUPPORTED (no
+  // driver, no GPU, a build without CUDA), naming the cause.
+  Status OpenDevice(const ClientOptions& options);
+  // Copies a put's parts, in order, to `dst` (host memory): memcpy, or out
+  // of GPU memory while device_parts.
+  Status GatherParts(char* dst, std::span<const ConstRegion> parts);
 
   // Records one batch call and, about once a second, posts the report.
   void Account(TransferStats::Op op, uint64_t bytes, int64_t start_ns) {
