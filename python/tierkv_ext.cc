@@ -228,9 +228,11 @@ class PyClient {
  public:
   PyClient(const std::string& address, std::string tenant, uint32_t rank, int timeout_ms,
            std::string client_name, std::string name_space, bool pipeline_commits,
-           bool lease_free_reads, std::string device_copies, std::string cuda_library)
+           bool lease_free_reads, std::string device_copies, std::string cuda_library,
+           bool device_puts_in_hbm)
       : tenant_(std::move(tenant)) {
     tierkv::ClientOptions o;
+    o.device_puts_in_hbm = device_puts_in_hbm;
     o.device_copies = std::move(device_copies);
     o.cuda_library = std::move(cuda_library);
     o.rank = rank;
@@ -719,12 +721,12 @@ PYBIND11_MODULE(_tierkv, m) {
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string, bool,
-                    bool, std::string, std::string>(),
+                    bool, std::string, std::string, bool>(),
            py::arg("address"), py::arg("tenant") = "default", py::arg("rank") = 0,
            py::arg("timeout_ms") = 30000, py::arg("client_name") = "python",
            py::arg("namespace") = "", py::arg("pipeline_commits") = false,
            py::arg("lease_free_reads") = true, py::arg("device_copies") = "",
-           py::arg("cuda_library") = "")
+           py::arg("cuda_library") = "", py::arg("device_puts_in_hbm") = true)
       .def("close", &PyClient::Close)
       .def("flush", &PyClient::Flush)
       .def_property_readonly("closed", &PyClient::closed)

@@ -11,8 +11,8 @@
 #   scripts/gpu-check.sh [run] [BUNDLE]
 #       On the GPU host, from the repository root: builds the client and the
 #       Python module for that host's python3 (TIERKV_CLIENT_ONLY), starts
-#       managers from BUNDLE, runs python/gpu_tests and the connector's
-#       benchmark on CUDA tensors. Results go to $OUT when it is set.
+#       managers from BUNDLE, runs python/gpu_tests, the connector's
+#       benchmark on CUDA tensors and the HBM tier's (bench/hbm_bench.py). Results go to $OUT when it is set.
 #       Fails (non-zero) if there is no CUDA device. Takes about 2 minutes.
 #   scripts/gpu-check.sh selftest BUILD_DIR [BUNDLE]
 #       Without a GPU (ctest gpu_check_bundle): bundles BUILD_DIR's manager,
@@ -110,6 +110,8 @@ run)
     tee "$RESULTS/gpu-tests.log" || status=1
   "$PY" "$ROOT/bench/vllm_bench.py" --build "$CLIENT" --device cuda --rounds 10 2>&1 |
     tee "$RESULTS/vllm-bench-cuda.log" || status=1
+  "$PY" "$ROOT/bench/hbm_bench.py" --build "$CLIENT" --rounds 5 2>&1 |
+    tee "$RESULTS/hbm-bench.log" || status=1
   exit $status
   ;;
 *)

@@ -148,5 +148,93 @@ TEST(DeviceCopiesOptions, RefusedWithoutDeviceCopiesAndForAnUnknownKind) {
       << cuda.status().ToString();
 }
 
+// With a manager that has an HBM tier (stand-in devices): the client maps
+// its pools at connect, device puts go GPU to GPU into HBM, device gets of
+// values in HBM copy GPU to GPU without a copy into DRAM.
+class DeviceCopiesWithHbm : public ::testing::Test {
+ protected:
+  uint32_t Media(Client& c, const std::string& key) {
+    auto q = c.Query(key);
+    return q.ok() ? q->media : 0;
+  }
+  ManagerProcess m_{{"--dram-size", "64MiB", "--hbm-backend", "host", "--hbm-devices", "0,1",
+                     "--hbm-size", "4MiB"}};
+  static constexpr uint32_t kHbm = MediumBit(Medium::kHbm);
+  static constexpr uint32_t kDram = MediumBit(Medium::kDram);
+};
+
+TEST_F(DeviceCopiesWithHbm, PutsAndGetsGoGpuToGpuThroughThePools) {
+  auto writer = DeviceClient(m_.uds());
+  auto reader = DeviceClient(m_.uds());
+  auto host = testing::ConnectWith(m_.uds(), {});
+  ASSERT_TRUE(writer && reader && host);
+  std::vector<std::string> layers = {RandomBytes(300000, 1), RandomBytes(4096, 2)};
+  std::vector<DeviceRegion> parts = {Of(layers[0]), Of(layers[1])};
+  ASSERT_TRUE(writer->PutFromDevice("page", parts).ok());
+  EXPECT_EQ(Media(*host, "page"), kHbm);  // into HBM, no DRAM used
+  // Another client reads it GPU to GPU: the value stays where it is.
+  std::vector<std::string> out = {std::string(300000, 'x'), std::string(4096, 'x')};
+  std::vector<DeviceRegion> out_parts = {Of(out[0]), Of(out[1])};
+  auto got = reader->GetIntoDevice("page", out_parts);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(out == layers);
+  EXPECT_EQ(Media(*host, "page"), kHbm);
+  // A host client's get copies it down into DRAM.
+  auto v = host->Get("page");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(*v == layers[0] + layers[1]);
+  EXPECT_EQ(Media(*host, "page"), kHbm | kDram);
+  // A value in DRAM only is read host to device; a batch mixes both.
+  ASSERT_TRUE(host->Put("dram", RandomBytes(5000, 3)).ok());
+  std::string a(5000, 'a');
+  std::string b(304096, 'b');
+  DeviceRegion a_part[] = {Of(a)};
+  DeviceRegion b_part[] = {Of(b)};
+  DeviceGetItem gets[] = {{"dram", a_part}, {"page", b_part}, {"absent", a_part}};
+  auto res = reader->BatchGetIntoDevice(gets);
+  ASSERT_TRUE(res[0].ok() && res[1].ok());
+  EXPECT_TRUE(a == RandomBytes(5000, 3));
+  EXPECT_TRUE(b == layers[0] + layers[1]);
+  EXPECT_EQ(res[2].code(), Code::kNotFound);
+  // Spread over both GPUs' pools: each put goes to the pool with most room.
+  for (int i = 0; i < 6; ++i) {
+    std::string value = RandomBytes(512 * 1024, 10 + i);
+    DeviceRegion one[] = {Of(value)};
+    ASSERT_TRUE(writer->PutFromDevice("spread/" + std::to_string(i), one).ok()) << i;
+  }
+  for (int i = 0; i < 6; ++i) {
+    std::string back(512 * 1024, '\0');
+    DeviceRegion one[] = {Of(back)};
+    ASSERT_TRUE(reader->GetIntoDevice("spread/" + std::to_string(i), one).ok()) << i;
+    EXPECT_TRUE(back == RandomBytes(512 * 1024, 10 + i)) << i;
+  }
+}
+
+TEST_F(DeviceCopiesWithHbm, HbmFullOrNotWantedPutsGoToDram) {
+  ClientOptions o;
+  o.device_copies = "host";
+  o.device_puts_in_hbm = false;
+  auto to_dram = testing::ConnectWith(m_.uds(), o);
+  auto c = DeviceClient(m_.uds());
+  ASSERT_TRUE(to_dram && c);
+  std::string value = RandomBytes(100000, 4);
+  DeviceRegion one[] = {Of(value)};
+  ASSERT_TRUE(to_dram->PutFromDevice("dram", one).ok());
+  EXPECT_EQ(Media(*c, "dram"), kDram);
+  // Larger than a pool: DRAM.
+  std::string big = RandomBytes(5 << 20, 5);
+  DeviceRegion big_part[] = {Of(big)};
+  ASSERT_TRUE(c->PutFromDevice("big", big_part).ok());
+  EXPECT_EQ(Media(*c, "big"), kDram);
+  std::string back(5 << 20, '\0');
+  DeviceRegion back_part[] = {Of(back)};
+  ASSERT_TRUE(c->GetIntoDevice("big", back_part).ok());
+  EXPECT_TRUE(back == big);
+  // Over TCP no pool is mapped: device puts go to DRAM.
+  auto tcp = DeviceClient(m_.tcp());
+  ASSERT_TRUE(tcp->PutFromDevice("tcp", one).ok());
+  EXPECT_EQ(Media(*c, "tcp"), kDram);
+}
+
 }  // namespace
 }  // namespace tierkv

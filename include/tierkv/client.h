@@ -85,6 +85,11 @@ struct ClientOptions {
   // addresses (tests and trials on hosts without a GPU).
   std::string device_copies;
   std::string cuda_library;  // with "cuda": the driver library ("": libcuda.so.1)
+  // With device_copies over the Unix socket, when the manager has an HBM
+  // tier (--hbm-devices): the client maps its pools at connect, a device put
+  // goes into HBM (GPU to GPU; DRAM when HBM has no room), and a device get
+  // of a value held in HBM copies GPU to GPU. False: device puts go to DRAM.
+  bool device_puts_in_hbm = true;
 };
 
 struct WriteOptions {
@@ -289,9 +294,10 @@ class Client {
 
   // GPU memory (ClientOptions::device_copies; docs/hbm.md). As
   // BatchPutParts / BatchGetParts, with parts in GPU memory: over the Unix
-  // socket each part is copied once between the GPU and the manager's pool
-  // (device to host for a put, host to device for a get); over TCP through a
-  // host buffer. Synchronisation: each call returns once the bytes are in
+  // socket each part is copied once between the GPU and the manager's pool:
+  // GPU to GPU with the manager's HBM pools (device_puts_in_hbm; a value held
+  // in HBM), else device to host for a put and host to device for a get; over
+  // TCP through a host buffer. Synchronisation: each call returns once the bytes are in
   // place (a put's in the store, a get's in the parts); the copies do not
   // wait for work the caller queued on its own streams, so a put's source
   // must be complete (synchronise the producing stream first). A copy the

@@ -47,3 +47,41 @@ def test_more_than_the_gpu_has_or_a_gpu_it_lacks_is_refused_naming_it():
     count = torch.cuda.device_count()
     err = start_fails("--hbm-devices", str(count), "--hbm-size", "64MiB")
     assert "--hbm-devices" in err and f"no GPU {count}" in err, err
+
+
+WRITER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+import torch, tierkv
+torch.manual_seed(7)
+src = torch.randint(0, 255, (3, 1 << 20), dtype=torch.uint8, device="cuda")
+c = tierkv.Client(sys.argv[1], device_copies="cuda")
+c.put_from_device("gpu/page", [src[0], src[1], src[2]])
+torch.cuda.synchronize()
+c.close()
+"""
+
+
+def test_a_process_puts_from_its_gpu_and_another_reads_into_its_own():
+    import subprocess
+    import tierkv
+    m = Manager("--hbm-devices", "0", "--hbm-size", "256MiB", "--dram-size", "64MiB")
+    try:
+        subprocess.run([sys.executable, "-c", WRITER, m.uds,
+                        os.path.dirname(tierkv.__path__[0])], check=True, timeout=120)
+        body = requests.get(m.rest + "/query_key", params={"key": "gpu/page"}, timeout=5).json()
+        assert [b["medium"] for b in body["blobs"]] == ["HBM"], body
+        torch.manual_seed(7)
+        want = torch.randint(0, 255, (3, 1 << 20), dtype=torch.uint8, device="cuda")
+        got = torch.zeros_like(want)
+        c = tierkv.Client(m.uds, device_copies="cuda")
+        assert c.get_into_device("gpu/page", [got[0], got[1], got[2]]) == 3 << 20
+        assert torch.equal(got, want)  # every byte
+        # A host get copies it down; a client without HBM placement puts to DRAM.
+        assert c.get("gpu/page") == want.cpu().numpy().tobytes()
+        metrics = requests.get(m.rest + "/metrics", timeout=5).text
+        assert "tierkv_hbm_device_puts_total 1" in metrics
+        assert "tierkv_hbm_device_reads_total 1" in metrics
+        c.close()
+    finally:
+        m.close()

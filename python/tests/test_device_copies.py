@@ -2,13 +2,18 @@
 docs/hbm.md), on the "host" stand-in devices, where a device address is a host
 address: objects with ``__cuda_array_interface__`` (as CUDA torch tensors,
 CuPy and Numba arrays have), ``(address, length)`` pairs and lists of them,
-over the Unix socket and TCP, every byte compared; the refusals."""
+over the Unix socket and TCP, every byte compared; the refusals; and with an
+HBM tier, values moving GPU to GPU between two processes."""
 import ctypes
 import os
+import subprocess
+import sys
 
 import pytest
+import requests
 
 import tierkv
+from conftest import Manager
 
 
 class FakeCudaArray:
@@ -94,3 +99,50 @@ def test_refusals(manager):
     with pytest.raises(ValueError, match="host memory"):
         c.put_from_device("k", torch.zeros(4))
     c.close()
+
+
+WRITER = r"""
+import ctypes, sys
+sys.path.insert(0, sys.argv[2])
+import tierkv
+data = bytes(range(256)) * 4096
+buf = ctypes.create_string_buffer(data, len(data))
+c = tierkv.Client(sys.argv[1], device_copies="host")
+c.put_from_device("from-another-process", (ctypes.addressof(buf), len(data)))
+c.close()
+"""
+
+
+def test_with_an_hbm_tier_values_go_gpu_to_gpu_between_processes():
+    m = Manager("--hbm-backend", "host", "--hbm-devices", "0", "--hbm-size", "16MiB")
+    try:
+        # Another process puts from its "GPU"; this one reads into its own.
+        subprocess.run([sys.executable, "-c", WRITER, m.uds, os.path.dirname(tierkv.__path__[0])],
+                       check=True, timeout=60)
+        body = requests.get(m.rest + "/query_key", params={"key": "from-another-process"},
+                            timeout=5).json()
+        assert [b["medium"] for b in body["blobs"]] == ["HBM"], body
+        c = tierkv.Client(m.uds, device_copies="host")
+        target = FakeCudaArray(bytes(1 << 20))
+        assert c.get_into_device("from-another-process", target) == 1 << 20
+        assert target.bytes() == bytes(range(256)) * 4096
+        metrics = requests.get(m.rest + "/metrics", timeout=5).text
+        assert "tierkv_hbm_device_puts_total 1" in metrics
+        assert "tierkv_hbm_device_reads_total 1" in metrics
+        c.close()
+    finally:
+        m.close()
+
+
+def test_device_puts_go_to_dram_when_told_so():
+    m = Manager("--hbm-backend", "host", "--hbm-devices", "0", "--hbm-size", "16MiB")
+    try:
+        c = tierkv.Client(m.uds, device_copies="host", device_puts_in_hbm=False)
+        c.put_from_device("k", FakeCudaArray(b"to dram"))
+        body = requests.get(m.rest + "/query_key", params={"key": "k"}, timeout=5).json()
+        assert [b["medium"] for b in body["blobs"]] == ["DRAM"], body
+        target = FakeCudaArray(bytes(7))
+        assert c.get_into_device("k", target) == 7 and target.bytes() == b"to dram"
+        c.close()
+    finally:
+        m.close()

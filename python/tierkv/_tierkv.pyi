@@ -29,7 +29,8 @@ class Client:
     def __init__(self, address: str, tenant: str = ..., rank: int = ..., timeout_ms: int = ...,
                  client_name: str = ..., namespace: str = ...,
                  pipeline_commits: bool = ..., lease_free_reads: bool = ...,
-                 device_copies: str = ..., cuda_library: str = ...) -> None: ...
+                 device_copies: str = ..., cuda_library: str = ...,
+                 device_puts_in_hbm: bool = ...) -> None: ...
     closed: bool
     shared_memory: bool
     tenant: str

@@ -100,7 +100,8 @@ class Client:
     def __init__(self, address: str, tenant: str = "default", *, rank: int = 0,
                  timeout_ms: int = 30000, client_name: str = "python", namespace: str = "",
                  pipeline_commits: bool = False, lease_free_reads: bool = True,
-                 device_copies: str = "", cuda_library: str = ""):
+                 device_copies: str = "", cuda_library: str = "",
+                 device_puts_in_hbm: bool = True):
         """``namespace``: the storage namespace recorded with every object this client
         puts (``tierkv:v1:<64 lowercase hex>``, see :func:`tierkv.derive_namespace`);
         a malformed one raises :class:`tierkv.InvalidArgument`.
@@ -120,10 +121,13 @@ class Client:
         it cannot be), ``"host"`` (stand-in devices whose addresses are host
         addresses, for tests without a GPU), or ``""`` (none: those calls raise
         :class:`tierkv.NotSupported`). ``cuda_library``: the driver library to
-        load (``""``: ``libcuda.so.1``)."""
+        load (``""``: ``libcuda.so.1``). With a manager that has an HBM tier the
+        client maps its pools over the Unix socket: device gets of values held
+        there copy GPU to GPU, and so do device puts unless
+        ``device_puts_in_hbm`` is false (they then go to DRAM)."""
         self._c = _tierkv.Client(address, tenant, rank, timeout_ms, client_name, namespace,
                                  pipeline_commits, lease_free_reads, device_copies,
-                                 cuda_library)
+                                 cuda_library, device_puts_in_hbm)
         self.address = address
 
     # -- lifecycle ----------------------------------------------------------

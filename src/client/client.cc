@@ -16,6 +16,7 @@ Result<std::unique_ptr<Client>> Client::Connect(std::string_view address,
   if (!addr.ok()) return addr.status();
   auto impl = std::make_unique<Impl>(*addr, options);
   if (Status st = impl->OpenDevice(options); !st.ok()) return st;
+  impl->device_puts_in_hbm = options.device_puts_in_hbm;
   impl->rank = options.rank;
   impl->pipeline_commits = options.pipeline_commits;
   if (Status st = impl->conn.Open(); !st.ok()) return st;
@@ -196,12 +197,14 @@ Result<size_t> Client::Get(std::string_view key, const Allocate& allocate,
 // One round trip (or two over shared memory) for items that fit one frame.
 void Client::Impl::BatchPutChunk(std::span<const PutPartsItem> items, std::span<const size_t> sizes,
                                  std::string_view tenant, bool upsert, Status* out) {
+  const bool to_hbm = device_parts && device_puts_in_hbm && HbmReady();
   const uint8_t flags = upsert ? proto::kPutUpsert : 0;
   if (conn.shared_memory()) {
     proto::BatchAllocRequest req;
     req.tenant = tenant;
     for (size_t i = 0; i < items.size(); ++i) {
-      req.items.push_back({items[i].key, sizes[i], items[i].group_id, flags});
+      req.items.push_back({items[i].key, sizes[i], items[i].group_id,
+                           static_cast<uint8_t>(flags | (to_hbm ? proto::kPutHbm : 0))});
     }
     Writer w = Begin();
     req.Encode(w);
@@ -217,9 +220,15 @@ void Client::Impl::BatchPutChunk(std::span<const PutPartsItem> items, std::span<
       out[i] = r.ItemStatus();
       if (!out[i].ok()) continue;
       const proto::AllocReply g = proto::DecodeAllocReply(r);
-      if (!r.ok() || g.offset + sizes[i] > conn.pool_size()) break;
-      char* dst = reinterpret_cast<char*>(conn.pool() + g.offset);
-      if (Status copied = GatherParts(dst, items[i].parts); !copied.ok()) {
+      Medium medium = Medium::kDram;
+      uint32_t pool = 0;
+      if (to_hbm && !proto::DecodePlacement(r, &medium, &pool)) break;
+      if (!r.ok() || (medium == Medium::kDram && g.offset + sizes[i] > conn.pool_size())) break;
+      Status copied =
+          medium == Medium::kHbm
+              ? GatherPartsToHbm(pool, g.offset, sizes[i], items[i].parts)
+              : GatherParts(reinterpret_cast<char*>(conn.pool() + g.offset), items[i].parts);
+      if (!copied.ok()) {
         out[i] = copied;  // not committed: the grant is given back
         Writer a = Begin();
         proto::IdRequest{g.alloc_id}.Encode(a);

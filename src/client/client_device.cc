@@ -46,7 +46,153 @@ Status Client::Impl::OpenDevice(const ClientOptions& options) {
     return Status(opened.status().code(), "device_copies: " + opened.status().message());
   }
   device = std::move(*opened);
+  device_runtime_kind = kind;
   return Status::Ok();
+}
+
+bool Client::Impl::HbmReady() {
+  if (!device || !conn.shared_memory()) return false;
+  const uint64_t incarnation = conn.incarnation();
+  if (incarnation != hbm_incarnation) {
+    CloseHbmImports();
+    hbm_incarnation = incarnation;
+    // Only handles of this client's kind of device can be mapped here.
+    const uint8_t backend = device_runtime_kind == "host" ? 1 : 0;
+    for (const proto::HbmPoolInfo& p : conn.limits().hbm_pools) {
+      DevicePtr base = 0;
+      if (p.backend == backend) {
+        IpcHandle h;
+        h.bytes = p.handle;
+        Result<DevicePtr> mapped = device->Import(h);
+        if (mapped.ok()) base = *mapped;
+      }
+      hbm_bases.push_back(base);
+    }
+  }
+  return !hbm_bases.empty() &&
+         std::all_of(hbm_bases.begin(), hbm_bases.end(), [](DevicePtr b) { return b != 0; });
+}
+
+void Client::Impl::CloseHbmImports() {
+  for (DevicePtr base : hbm_bases) {
+    if (base != 0) (void)device->CloseImport(base);
+  }
+  hbm_bases.clear();
+}
+
+// Where `size` bytes at `offset` of HBM pool `pool` are mapped here, or 0.
+DevicePtr Client::Impl::HbmAddress(uint32_t pool, uint64_t offset, size_t size) {
+  if (conn.incarnation() != hbm_incarnation && !HbmReady()) return 0;  // reconnected meanwhile
+  const auto& pools = conn.limits().hbm_pools;
+  if (pool >= hbm_bases.size() || pool >= pools.size() || hbm_bases[pool] == 0) return 0;
+  if (offset > pools[pool].capacity || size > pools[pool].capacity - offset) return 0;
+  return hbm_bases[pool] + offset;
+}
+
+Status Client::Impl::GatherPartsToHbm(uint32_t pool, uint64_t offset, size_t size,
+                                      std::span<const ConstRegion> parts) {
+  DevicePtr dst = HbmAddress(pool, offset, size);
+  if (dst == 0) {
+    return Status(Code::kProtocolError, "the manager granted a range of HBM pool " +
+                                            std::to_string(pool) + " this client has not mapped");
+  }
+  for (const ConstRegion& part : parts) {
+    Status st = device->CopyOnDevice(dst, reinterpret_cast<DevicePtr>(part.data), part.size);
+    if (!st.ok()) return Status(Code::kIoError, "copy into the manager's HBM: " + st.message());
+    dst += part.size;
+  }
+  return Status::Ok();
+}
+
+void Client::Impl::BatchGetDeviceLeased(std::span<const DeviceGetItem> items,
+                                        std::string_view tenant, Status* out, uint64_t* bytes) {
+  const bool d2d = HbmReady();
+  proto::BatchKeysRequest req;
+  req.tenant = tenant;
+  for (const DeviceGetItem& it : items) req.keys.push_back(it.key);
+  req.lookup_flags = d2d ? proto::kLookupHbm : 0;
+  Writer w = Begin();
+  req.Encode(w);
+  if (Status st = Call(Opcode::kBatchLease); !st.ok()) {
+    std::fill(out, out + items.size(), st);
+    return;
+  }
+  Reader r(reply);
+  const uint32_t n = r.U32();
+  std::vector<uint64_t> ids;
+  std::vector<size_t> leased;      // item of each id
+  std::vector<int64_t> deadlines;  // of each id
+  for (size_t i = 0; i < items.size(); ++i) {
+    out[i] = i < n ? r.ItemStatus() : Status(Code::kProtocolError, "short batch_lease reply");
+    if (!out[i].ok()) continue;
+    const proto::LeaseReply l = proto::DecodeLeaseReply(r);
+    Medium medium = Medium::kDram;
+    uint32_t pool = 0;
+    if (d2d && !proto::DecodePlacement(r, &medium, &pool)) {
+      out[i] = Status(Code::kProtocolError, "malformed batch_lease reply");
+      break;
+    }
+    ids.push_back(l.lease_id);
+    leased.push_back(i);
+    deadlines.push_back(l.deadline_nanos);
+    size_t wanted = 0;
+    for (const DeviceRegion& p : items[i].parts) wanted += p.size;
+    if (l.size != wanted) {
+      out[i] = InvalidArgument("the value is " + std::to_string(l.size) +
+                               " bytes, not the parts' total of " + std::to_string(wanted));
+      continue;
+    }
+    if (medium == Medium::kHbm) {
+      DevicePtr src = HbmAddress(pool, l.offset, l.size);
+      if (src == 0) {
+        out[i] =
+            Status(Code::kProtocolError, "the manager leased a range of HBM pool " +
+                                             std::to_string(pool) + " this client has not mapped");
+        continue;
+      }
+      for (const DeviceRegion& p : items[i].parts) {
+        if (Status st = device->CopyOnDevice(p.ptr, src, p.size); !st.ok()) {
+          out[i] = Status(Code::kIoError, "copy out of the manager's HBM: " + st.message());
+          break;
+        }
+        src += p.size;
+      }
+    } else {
+      if (l.offset + l.size > conn.pool_size()) {
+        out[i] = Status(Code::kProtocolError, "lease reply outside the pool");
+        continue;
+      }
+      const uint8_t* src = conn.pool() + l.offset;
+      for (const DeviceRegion& p : items[i].parts) {
+        if (Status st = device->CopyToDevice(p.ptr, src, p.size); !st.ok()) {
+          out[i] = Status(Code::kIoError, "copy into GPU memory: " + st.message());
+          break;
+        }
+        src += p.size;
+      }
+    }
+  }
+  if (ids.empty()) return;
+  // A copy that finished before its lease's deadline is intact whatever the
+  // release answers; one that did not is kept only if the release says the
+  // lease still held.
+  std::vector<bool> intact(ids.size());
+  for (size_t j = 0; j < ids.size(); ++j) intact[j] = CopyFinishedWithinLease(deadlines[j]);
+  Writer rel = Begin();
+  proto::BatchIdsRequest{ids}.Encode(rel);
+  const Status st = Call(Opcode::kBatchRelease);
+  Reader rr(reply);
+  const uint32_t m = st.ok() ? rr.U32() : 0;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const Status released = !st.ok() ? st
+                            : j < m  ? rr.ItemStatus()
+                                     : Status(Code::kProtocolError, "short batch_release reply");
+    Status& item = out[leased[j]];
+    if (item.ok() && !released.ok() && !intact[j]) item = released;
+    if (item.ok()) {
+      for (const DeviceRegion& p : items[leased[j]].parts) *bytes += p.size;
+    }
+  }
 }
 
 Status Client::Impl::GatherParts(char* dst, std::span<const ConstRegion> parts) {
@@ -124,6 +270,16 @@ std::vector<Result<size_t>> Client::BatchGetIntoDevice(std::span<const DeviceGet
     for (const DeviceRegion& r : items[i].parts) wanted[i] += r.size;
   }
   uint64_t bytes = 0;
+  if (impl_->conn.shared_memory()) {
+    const int64_t start = MonoNanos();
+    std::vector<Status> st(items.size());
+    for (size_t i = 0; i < items.size(); i += impl_->MaxBatch()) {
+      const size_t n = std::min<size_t>(impl_->MaxBatch(), items.size() - i);
+      impl_->BatchGetDeviceLeased(items.subspan(i, n), tenant, st.data() + i, &bytes);
+    }
+    impl_->Account(TransferStats::kBatchGet, bytes, start);
+    return WithSizes(st, wanted);
+  }
   std::vector<Status> st = impl_->BatchGetAll(
       keys, tenant,
       [&](size_t i, const char* data, size_t size) {

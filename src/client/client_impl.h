@@ -207,8 +207,35 @@ class Client::Impl {
   // on any GPU of the process.
   std::unique_ptr<DeviceRuntime> device_runtime;
   std::unique_ptr<Device> device;
+  std::string device_runtime_kind;  // "cuda" or "host"
   // True while a put's parts are device addresses (BatchPutFromDevice).
   bool device_parts = false;
+  bool device_puts_in_hbm = true;  // ClientOptions::device_puts_in_hbm
+  // The manager's HBM pools as this process maps them (by pool index), for
+  // the connection incarnation they were mapped on.
+  std::vector<DevicePtr> hbm_bases;
+  uint64_t hbm_incarnation = 0;
+
+  ~Impl() { CloseHbmImports(); }
+  // Maps the HBM pools the current connection's HELLO described (once per
+  // incarnation). True when there are pools and every one is mapped: only
+  // then are allocs and leases asked to use HBM.
+  bool HbmReady();
+  void CloseHbmImports();
+  // Where `size` bytes at `offset` of HBM pool `pool` are mapped in this
+  // process (mapping the pools again after a reconnect), or 0 when they are
+  // not (a pool not mapped, a range outside it).
+  DevicePtr HbmAddress(uint32_t pool, uint64_t offset, size_t size);
+  // Copies a put's device parts, in order, into HBM pool `pool` at `offset`
+  // (GPU to GPU). Errors: PROTOCOL_ERROR (a range outside the pool),
+  // IO_ERROR (the driver refused).
+  Status GatherPartsToHbm(uint32_t pool, uint64_t offset, size_t size,
+                          std::span<const ConstRegion> parts);
+  // Device gets over the Unix socket: leases (in HBM where the value is there
+  // and the pools are mapped), the copies into the parts, the releases.
+  // `out[i]` and `sizes[i]` for items[i].
+  void BatchGetDeviceLeased(std::span<const DeviceGetItem> items, std::string_view tenant,
+                            Status* out, uint64_t* bytes);
 
   // Loads the device runtime options.device_copies names (none for "").
   // Errors: INVALID_ARGUMENT (unknown kind), UNAVAILABLE / NOT_SUPPORTED (no

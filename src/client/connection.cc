@@ -73,6 +73,9 @@ Status Connection::Open() {
   if (options_.lease_free_reads && address_.kind == proto::Address::Kind::kUnix) {
     req.flags = proto::kHelloGenerations;
   }
+  if (!options_.device_copies.empty() && address_.kind == proto::Address::Kind::kUnix) {
+    req.flags |= proto::kHelloHbm;  // the HBM pools, for GPU-to-GPU copies
+  }
   req.Encode(w);
   std::string reply;
   Status st = Exchange(proto::Opcode::kHello, body, &reply, /*hello=*/true);

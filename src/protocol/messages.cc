@@ -24,10 +24,10 @@ std::string HexByte(uint8_t b) {
 
 }  // namespace
 
-Status CheckPutFlags(uint8_t flags, std::string_view what) {
-  if ((flags & ~kPutKnownFlags) == 0) return Status::Ok();
+Status CheckPutFlags(uint8_t flags, std::string_view what, uint8_t known) {
+  if ((flags & ~known) == 0) return Status::Ok();
   return InvalidArgument(std::string(what) + ": unknown flag bits 0x" +
-                         HexByte(static_cast<uint8_t>(flags & ~kPutKnownFlags)));
+                         HexByte(static_cast<uint8_t>(flags & ~known)));
 }
 
 void HelloRequest::Encode(Writer& w) const {
@@ -55,9 +55,18 @@ void HelloReply::Encode(Writer& w) const {
   w.U32(max_batch);
   w.U32(lease_ms);
   w.U64(session_id);
-  if (has_generations_fields) {
+  if (has_generations_fields || has_hbm_fields) {
     w.U8(generations);
     w.U32(generation_page_bytes);
+  }
+  if (has_hbm_fields) {
+    w.U32(static_cast<uint32_t>(hbm_pools.size()));
+    for (const HbmPoolInfo& p : hbm_pools) {
+      w.U32(static_cast<uint32_t>(p.device));
+      w.U64(p.capacity);
+      w.U8(p.backend);
+      w.Str(std::string_view(reinterpret_cast<const char*>(p.handle.data()), p.handle.size()));
+    }
   }
 }
 
@@ -75,6 +84,20 @@ Status HelloReply::Decode(Reader& r) {
   if (has_generations_fields) {
     generations = r.U8();
     generation_page_bytes = r.U32();
+  }
+  has_hbm_fields = !r.done();
+  if (has_hbm_fields) {
+    hbm_pools.resize(r.Count(4 + 8 + 1 + 4 + 64));
+    for (HbmPoolInfo& p : hbm_pools) {
+      p.device = static_cast<int32_t>(r.U32());
+      p.capacity = r.U64();
+      p.backend = r.U8();
+      std::string_view h = r.Str();
+      if (h.size() != p.handle.size()) {
+        return Status(Code::kProtocolError, "hello reply: an HBM pool handle is not 64 bytes");
+      }
+      std::memcpy(p.handle.data(), h.data(), h.size());
+    }
   }
   return r.Finish("hello reply");
 }
@@ -107,7 +130,7 @@ Status AllocRequest::Decode(Reader& r) {
   group_id = r.Str();
   flags = r.U8();
   if (Status st = r.Finish("alloc"); !st.ok()) return st;
-  return CheckPutFlags(flags, "alloc");
+  return CheckPutFlags(flags, "alloc", kAllocKnownFlags);
 }
 
 void PutRequest::Encode(Writer& w) const {
@@ -169,7 +192,7 @@ Status BatchAllocRequest::Decode(Reader& r, uint32_t max_batch) {
   }
   if (Status st = r.Finish("batch_alloc"); !st.ok()) return st;
   for (const Item& it : items) {
-    if (Status st = CheckPutFlags(it.flags, "batch_alloc"); !st.ok()) return st;
+    if (Status st = CheckPutFlags(it.flags, "batch_alloc", kAllocKnownFlags); !st.ok()) return st;
   }
   return Status::Ok();
 }
@@ -290,6 +313,18 @@ AllocReply DecodeAllocReply(Reader& r) {
   a.alloc_id = r.U64();
   a.offset = r.U64();
   return a;
+}
+
+void EncodePlacement(Writer& w, Medium medium, uint32_t pool) {
+  w.U8(static_cast<uint8_t>(medium));
+  w.U32(pool);
+}
+
+bool DecodePlacement(Reader& r, Medium* medium, uint32_t* pool) {
+  const uint8_t m = r.U8();
+  *pool = r.U32();
+  *medium = static_cast<Medium>(m);
+  return r.ok() && (*medium == Medium::kHbm || *medium == Medium::kDram);
 }
 
 void EncodeLeaseReply(Writer& w, const LeaseReply& l) {

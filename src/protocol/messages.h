@@ -4,6 +4,7 @@
 #ifndef TIERKV_PROTOCOL_MESSAGES_H_
 #define TIERKV_PROTOCOL_MESSAGES_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,13 +18,26 @@
 namespace tierkv::proto {
 
 inline constexpr uint8_t kPutUpsert = 1;  // PutFlags bit
+// ALLOC / BATCH_ALLOC only: place the value in an HBM pool (a session that
+// asked kHelloHbm); the reply then carries the placement (EncodePlacement).
+inline constexpr uint8_t kPutHbm = 2;
 inline constexpr uint8_t kPutKnownFlags = kPutUpsert;
+inline constexpr uint8_t kAllocKnownFlags = kPutUpsert | kPutHbm;
 
-// INVALID_ARGUMENT when `flags` has a bit this version does not know.
-Status CheckPutFlags(uint8_t flags, std::string_view what);
+// INVALID_ARGUMENT when `flags` has a bit `known` does not have.
+Status CheckPutFlags(uint8_t flags, std::string_view what, uint8_t known = kPutKnownFlags);
 
 // HELLO flag bits (the optional trailing `u8 hello_flags`).
 inline constexpr uint8_t kHelloGenerations = 1;  // attach the pool's generation table
+inline constexpr uint8_t kHelloHbm = 2;          // describe the HBM pools (HbmPoolInfo)
+
+// One HBM pool, as a HELLO reply describes it to a Unix-socket client.
+struct HbmPoolInfo {
+  int32_t device = 0;  // the manager's ordinal of its GPU
+  uint64_t capacity = 0;
+  uint8_t backend = 0;               // 0 cuda, 1 host (stand-in devices)
+  std::array<uint8_t, 64> handle{};  // the IPC handle of the pool's memory
+};
 
 struct HelloRequest {
   uint32_t rank = 0;
@@ -50,6 +64,10 @@ struct HelloReply {
   bool has_generations_fields = false;
   uint8_t generations = 0;
   uint32_t generation_page_bytes = 0;
+  // Present only when the request set kHelloHbm (the generations fields are
+  // then present too): the HBM pools, none over TCP or without an HBM tier.
+  bool has_hbm_fields = false;
+  std::vector<HbmPoolInfo> hbm_pools;
   void Encode(Writer& w) const;
   Status Decode(Reader& r);
 };
@@ -57,6 +75,9 @@ struct HelloReply {
 // lease, get, exist, query, remove
 // Optional trailing byte of EXIST, QUERY, BATCH_EXIST and BATCH_QUERY.
 inline constexpr uint8_t kLookupLocalOnly = 1;
+// LEASE and BATCH_LEASE only (a session that asked kHelloHbm): a value with
+// an HBM replica is leased there; every grant then carries its placement.
+inline constexpr uint8_t kLookupHbm = 2;
 
 struct KeyRequest {
   std::string_view tenant;
@@ -208,6 +229,12 @@ struct ReportMetricsRequest {
 // Small fixed replies and ObjectInfo, written and read field by field.
 void EncodeAllocReply(Writer& w, const AllocReply& a);
 AllocReply DecodeAllocReply(Reader& r);
+// Where a grant is (after an alloc reply asked with kPutHbm, or a lease reply
+// asked with kLookupHbm): `u8 medium` (Medium: 0 HBM, 1 DRAM) and `u32 pool`
+// (an index into the HELLO reply's HBM pools; 0 for DRAM).
+void EncodePlacement(Writer& w, Medium medium, uint32_t pool);
+// False for a medium that is neither HBM nor DRAM.
+bool DecodePlacement(Reader& r, Medium* medium, uint32_t* pool);
 void EncodeLeaseReply(Writer& w, const LeaseReply& l);
 LeaseReply DecodeLeaseReply(Reader& r);
 // A LOCATE reply: the LEASE reply, then `u32 generation`.

@@ -86,7 +86,17 @@ Status RequestHandler::CheckLookupFlags(Opcode op, uint8_t flags) {
   if (flags == 0) return Status::Ok();
   const bool lookup = op == Opcode::kExist || op == Opcode::kQuery || op == Opcode::kBatchExist ||
                       op == Opcode::kBatchQuery;
-  if (!lookup) return InvalidArgument("lookup flags are only for exist and query requests");
+  const bool lease = op == Opcode::kLease || op == Opcode::kBatchLease;
+  if (lease) {
+    if ((flags & ~proto::kLookupHbm) != 0) {
+      return InvalidArgument("lease requests take only the hbm lookup flag, not bits " +
+                             std::to_string(flags));
+    }
+    return Status::Ok();
+  }
+  if (!lookup) {
+    return InvalidArgument("lookup flags are only for exist, query and lease requests");
+  }
   if ((flags & ~proto::kLookupLocalOnly) != 0) {
     return InvalidArgument("unknown lookup flag bits " + std::to_string(flags));
   }
@@ -105,10 +115,11 @@ Status RequestHandler::On<Opcode::kHello>(std::string_view body) {
     return InvalidArgument("namespace '" + std::string(req.name_space.substr(0, 100)) +
                            "' is malformed: expected tierkv:v1: and 64 lowercase hex digits");
   }
-  if ((req.flags & ~proto::kHelloGenerations) != 0) {
+  if ((req.flags & ~(proto::kHelloGenerations | proto::kHelloHbm)) != 0) {
     return InvalidArgument("unknown hello flag bits " + std::to_string(req.flags));
   }
   send_generations_ = shm_ && (req.flags & proto::kHelloGenerations) != 0;
+  hbm_session_ = shm_ && (req.flags & proto::kHelloHbm) != 0 && ctx_.store->hbm() != nullptr;
   name_space_ = std::string(req.name_space);
   caller_.name_space = name_space_;
   caller_.rank = req.rank;
@@ -128,6 +139,15 @@ Status RequestHandler::On<Opcode::kHello>(std::string_view body) {
   rep.has_generations_fields = (req.flags & proto::kHelloGenerations) != 0;
   rep.generations = send_generations_ ? 1 : 0;
   rep.generation_page_bytes = send_generations_ ? DramPool::kGenerationPageBytes : 0;
+  rep.has_hbm_fields = (req.flags & proto::kHelloHbm) != 0;
+  if (hbm_session_) {
+    const HbmTier& tier = *ctx_.store->hbm();
+    const uint8_t backend = tier.backend() == "host" ? 1 : 0;
+    for (const auto& pool : tier.pools()) {
+      rep.hbm_pools.push_back(
+          {pool->device().ordinal(), pool->capacity(), backend, pool->handle().bytes});
+    }
+  }
   Writer w(reply_);
   rep.Encode(w);
   return Status::Ok();
@@ -140,12 +160,19 @@ Status RequestHandler::On<Opcode::kAlloc>(std::string_view body) {
   proto::AllocRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
   PutOptions po{req.group_id, (req.flags & proto::kPutUpsert) != 0};
+  const bool placement = (req.flags & proto::kPutHbm) != 0;
+  if (placement && hbm_session_) po.medium = Medium::kHbm;
   Result<AllocGrant> g = ctx_.store->Alloc(caller_, {req.tenant, req.key}, req.size, po);
   if (!g.ok()) return g.status();
-  allocs_.insert(g->alloc_id);
-  Writer w(reply_);
-  proto::EncodeAllocReply(w, {g->alloc_id, g->offset});
+  EncodeAlloc(*g, placement);
   return Status::Ok();
+}
+
+void RequestHandler::EncodeAlloc(const AllocGrant& g, bool placement) {
+  allocs_.insert(g.alloc_id);
+  Writer w(reply_);
+  proto::EncodeAllocReply(w, {g.alloc_id, g.offset});
+  if (placement) proto::EncodePlacement(w, g.medium, g.pool);
 }
 
 Status RequestHandler::IdCall(Opcode op, std::string_view body) {
@@ -213,7 +240,7 @@ Status RequestHandler::On<Opcode::kPut>(std::string_view body) {
 // ---------------------------------------------------------------------------
 // Single reads and lookups.
 
-void RequestHandler::EncodeGrant(const LeaseGrant& g, ReadHold hold) {
+void RequestHandler::EncodeGrant(const LeaseGrant& g, ReadHold hold, bool placement) {
   if (g.lease_id != 0) leases_.insert(g.lease_id);
   Writer w(reply_);
   const proto::LeaseReply l{g.lease_id, g.offset, g.size, g.deadline_nanos, g.generation};
@@ -222,27 +249,36 @@ void RequestHandler::EncodeGrant(const LeaseGrant& g, ReadHold hold) {
   } else {
     proto::EncodeLeaseReply(w, l);
   }
+  if (placement) proto::EncodePlacement(w, g.medium, g.pool);
 }
 
-Status RequestHandler::Lease(std::string_view body, ReadHold hold) {
-  if (Status st = RequireShm(hold == ReadHold::kLocate ? "locate" : "lease"); !st.ok()) return st;
+ReadHold RequestHandler::HoldFor(Opcode op, uint8_t lookup_flags) const {
+  if (op == Opcode::kLocate || op == Opcode::kBatchLocate) return ReadHold::kLocate;
+  const bool device = (lookup_flags & proto::kLookupHbm) != 0 && hbm_session_;
+  return device ? ReadHold::kLeaseDevice : ReadHold::kLease;
+}
+
+Status RequestHandler::Lease(std::string_view body, Opcode op) {
+  if (Status st = RequireShm(op == Opcode::kLocate ? "locate" : "lease"); !st.ok()) return st;
   Reader r(body);
   proto::KeyRequest req;
   if (Status st = req.Decode(r); !st.ok()) return st;
+  if (Status st = CheckLookupFlags(op, req.lookup_flags); !st.ok()) return st;
+  const ReadHold hold = HoldFor(op, req.lookup_flags);
   Result<LeaseGrant> g = LeaseOrFetch(req.tenant, req.key, hold);
   if (!g.ok()) return g.status();
-  EncodeGrant(*g, hold);
+  EncodeGrant(*g, hold, (req.lookup_flags & proto::kLookupHbm) != 0);
   return Status::Ok();
 }
 
 template <>
 Status RequestHandler::On<Opcode::kLease>(std::string_view body) {
-  return Lease(body, ReadHold::kLease);
+  return Lease(body, Opcode::kLease);
 }
 
 template <>
 Status RequestHandler::On<Opcode::kLocate>(std::string_view body) {
-  return Lease(body, ReadHold::kLocate);
+  return Lease(body, Opcode::kLocate);
 }
 
 template <>

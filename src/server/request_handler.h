@@ -63,6 +63,7 @@ class RequestHandler {
   // After a successful HELLO over a Unix socket: whether the client asked
   // for the generation table (its descriptor goes with the reply).
   bool send_generations() const { return send_generations_; }
+  bool hbm_session() const { return hbm_session_; }
   // Whether the client holds pinned values (views into the pool).
   bool holds_pins() const { return pins_.load(std::memory_order_relaxed) != 0; }
 
@@ -75,7 +76,9 @@ class RequestHandler {
 
   // Shared by several kinds.
   Status IdCall(proto::Opcode op, std::string_view body);
-  Status Lease(std::string_view body, ReadHold hold);
+  Status Lease(std::string_view body, proto::Opcode op);
+  // How a LEASE/LOCATE (or batch) with `lookup_flags` holds its values.
+  ReadHold HoldFor(proto::Opcode op, uint8_t lookup_flags) const;
   Status KeyCall(proto::Opcode op, std::string_view body);
   Status BatchIds(proto::Opcode op, std::string_view body);
   Status BatchKeys(proto::Opcode op, std::string_view body);
@@ -83,7 +86,8 @@ class RequestHandler {
   Status PutInline(std::string_view tenant, std::string_view key, std::string_view group_id,
                    uint8_t flags, std::string_view value);
   Status GetInline(std::string_view tenant, std::string_view key);
-  void EncodeGrant(const LeaseGrant& g, ReadHold hold);
+  // Appends a grant (with its placement when `placement`: kLookupHbm asked).
+  void EncodeGrant(const LeaseGrant& g, ReadHold hold, bool placement = false);
   Status RequireShm(std::string_view op) const;
   static Status CheckLookupFlags(proto::Opcode op, uint8_t flags);
 
@@ -107,7 +111,12 @@ class RequestHandler {
   const bool shm_;
   bool hello_done_ = false;
   bool send_generations_ = false;  // the last HELLO asked for the generation table
-  std::string name_space_;         // declared at HELLO; caller_.name_space views it
+  // The last HELLO asked for the HBM pools (kHelloHbm) over the Unix socket:
+  // allocs and leases may then be placed in HBM when asked.
+  bool hbm_session_ = false;
+  // Appends an alloc grant (with its placement when `placement`).
+  void EncodeAlloc(const AllocGrant& g, bool placement);
+  std::string name_space_;  // declared at HELLO; caller_.name_space views it
   Caller caller_;
   std::string* reply_ = nullptr;  // the reply of the request being handled
   std::unordered_set<uint64_t> allocs_;

@@ -20,17 +20,16 @@ Status RequestHandler::On<Opcode::kBatchAlloc>(std::string_view body) {
   std::vector<AllocItem> items;
   items.reserve(req.items.size());
   for (const auto& it : req.items) {
-    items.push_back({it.key, it.size, {it.group_id, (it.flags & proto::kPutUpsert) != 0}});
+    PutOptions po{it.group_id, (it.flags & proto::kPutUpsert) != 0};
+    if ((it.flags & proto::kPutHbm) != 0 && hbm_session_) po.medium = Medium::kHbm;
+    items.push_back({it.key, it.size, po});
   }
   std::vector<Result<AllocGrant>> grants = ctx_.store->BatchAlloc(caller_, req.tenant, items);
   Writer w(reply_);
   w.U32(static_cast<uint32_t>(grants.size()));
-  for (const auto& g : grants) {
-    w.ItemStatus(g.status());
-    if (g.ok()) {
-      allocs_.insert(g->alloc_id);
-      proto::EncodeAllocReply(w, {g->alloc_id, g->offset});
-    }
+  for (size_t i = 0; i < grants.size(); ++i) {
+    w.ItemStatus(grants[i].status());
+    if (grants[i].ok()) EncodeAlloc(*grants[i], (req.items[i].flags & proto::kPutHbm) != 0);
   }
   return Status::Ok();
 }
@@ -138,10 +137,11 @@ Status RequestHandler::BatchKeys(Opcode op, std::string_view body) {
   switch (op) {
     case Opcode::kBatchLease:
     case Opcode::kBatchLocate: {
-      const ReadHold hold = op == Opcode::kBatchLocate ? ReadHold::kLocate : ReadHold::kLease;
+      const ReadHold hold = HoldFor(op, req.lookup_flags);
+      const bool placement = (req.lookup_flags & proto::kLookupHbm) != 0;
       for (const auto& g : BatchLeaseOrFetch(req.tenant, req.keys, hold)) {
         w.ItemStatus(g.status());
-        if (g.ok()) EncodeGrant(*g, hold);
+        if (g.ok()) EncodeGrant(*g, hold, placement);
       }
       return Status::Ok();
     }

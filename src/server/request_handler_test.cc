@@ -96,6 +96,66 @@ TEST_F(RequestHandlerTest, HelloAnswersTheLimitsAndRefusesAMalformedNamespace) {
   EXPECT_TRUE(h.send_generations());
 }
 
+// Without an HBM tier a session that asks for the pools is told there are
+// none, and placements it asks for say DRAM; the new flag bits are refused
+// where they mean nothing.
+TEST_F(RequestHandlerTest, HbmFlagsWithoutAnHbmTierAnswerDram) {
+  RequestHandler h({&options_, store_.get(), &metrics_, nullptr}, true, 1);
+  ASSERT_TRUE(Call(h, Opcode::kHello, [](proto::Writer& w) {
+                proto::HelloRequest{0, "x", {}, proto::kHelloHbm}.Encode(w);
+              }).ok());
+  proto::Reader r(reply_);
+  proto::HelloReply rep;
+  ASSERT_TRUE(rep.Decode(r).ok());
+  EXPECT_TRUE(rep.has_generations_fields);
+  EXPECT_EQ(rep.generations, 0);  // not asked for
+  EXPECT_TRUE(rep.has_hbm_fields);
+  EXPECT_TRUE(rep.hbm_pools.empty());
+  EXPECT_FALSE(h.hbm_session());
+
+  ASSERT_TRUE(Call(h, Opcode::kAlloc, [](proto::Writer& w) {
+                proto::AllocRequest{"t", "k", 4, "", proto::kPutHbm}.Encode(w);
+              }).ok());
+  proto::Reader a(reply_);
+  const proto::AllocReply g = proto::DecodeAllocReply(a);
+  Medium medium = Medium::kSsd;
+  uint32_t pool = 9;
+  ASSERT_TRUE(proto::DecodePlacement(a, &medium, &pool));
+  EXPECT_TRUE(a.done());
+  EXPECT_EQ(medium, Medium::kDram);
+  EXPECT_EQ(pool, 0u);
+  ASSERT_TRUE(Call(h, Opcode::kCommit, [&](proto::Writer& w) {
+                proto::IdRequest{g.alloc_id}.Encode(w);
+              }).ok());
+  ASSERT_TRUE(Call(h, Opcode::kLease, [](proto::Writer& w) {
+                proto::KeyRequest{"t", "k", proto::kLookupHbm}.Encode(w);
+              }).ok());
+  proto::Reader l(reply_);
+  (void)proto::DecodeLeaseReply(l);
+  ASSERT_TRUE(proto::DecodePlacement(l, &medium, &pool));
+  EXPECT_TRUE(l.done());
+  EXPECT_EQ(medium, Medium::kDram);
+  // Refused: the hbm bit on an inline put, local_only on a lease, hbm on an exist.
+  EXPECT_EQ(Call(h, Opcode::kPut,
+                 [](proto::Writer& w) {
+                   proto::PutRequest{"t", "p", "", proto::kPutHbm, "v"}.Encode(w);
+                 })
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Call(h, Opcode::kLease,
+                 [](proto::Writer& w) {
+                   proto::KeyRequest{"t", "k", proto::kLookupLocalOnly}.Encode(w);
+                 })
+                .code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(Call(h, Opcode::kExist,
+                 [](proto::Writer& w) {
+                   proto::KeyRequest{"t", "k", proto::kLookupHbm}.Encode(w);
+                 })
+                .code(),
+            Code::kInvalidArgument);
+}
+
 TEST_F(RequestHandlerTest, InlinePutAndGetRoundTrip) {
   auto h = Connect(false);
   ASSERT_TRUE(PutInline(*h, "k", "value bytes").ok());

@@ -9,6 +9,7 @@
 #define TIERKV_STORE_QUARANTINE_H_
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -25,14 +26,18 @@ class Quarantine {
 
   // Holds `range` until `session` ends.
   void Hold(uint64_t session, const Range& range);
+  // Keeps `held` (a range of another pool, freed with its last reference)
+  // alive until `session` ends.
+  void Keep(uint64_t session, std::shared_ptr<void> held);
   // The ranges held for `session`, no longer counted; the caller frees them.
   std::vector<Range> Release(uint64_t session);
-  // Bytes held now (reserved sizes).
+  // DRAM bytes held now (reserved sizes; what Keep holds is not counted).
   uint64_t bytes() const;
 
  private:
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, std::vector<Range>> by_session_;
+  std::unordered_map<uint64_t, std::vector<std::shared_ptr<void>>> kept_;
   uint64_t bytes_ = 0;
 };
 

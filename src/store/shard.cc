@@ -34,6 +34,7 @@ void Shard::AddLease(uint64_t id, const LeaseRecord& rec) {
 
 void Shard::DropLease(std::unordered_map<uint64_t, LeaseRecord>::iterator it) {
   auto node = leases.extract(it);
+  node.mapped().hbm.reset();  // a kept node must not keep an HBM range allocated
   if (spare_leases_.size() < kSpareLeaseNodes) spare_leases_.push_back(std::move(node));
 }
 

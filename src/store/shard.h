@@ -34,6 +34,8 @@
 
 namespace tierkv::storage {
 
+struct HbmReplica;
+
 // One replica's bytes in the DRAM pool.
 struct Blob {
   Extent extent;
@@ -49,6 +51,9 @@ struct Blob {
   // data channel. The bytes of a committed blob never change, so they stay true.
   ValueDigests digests;
   // Pending (ALLOCATED) blobs only:
+  // A put into HBM (PutOptions::medium): its range, becoming the HBM replica
+  // at commit; `extent` is then unused.
+  std::shared_ptr<HbmReplica> hbm_space;
   uint64_t alloc_id = 0;
   uint64_t owner = 0;      // session that holds the write grant
   std::string name_space;  // of that session: the object's once committed
@@ -157,9 +162,11 @@ class TIERKV_SCOPED_CAPABILITY ShardLock {
 };
 
 struct LeaseRecord {
-  Blob* blob = nullptr;  // null once expired (a tombstone)
+  Blob* blob = nullptr;  // a DRAM lease; null once expired (a tombstone)
   int64_t deadline = 0;
   uint64_t owner = 0;
+  std::shared_ptr<HbmReplica> hbm;  // an HBM lease (ReadHold::kLeaseDevice): keeps its range
+  bool live() const { return blob != nullptr || hbm != nullptr; }
 };
 
 class Shard {

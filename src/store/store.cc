@@ -160,7 +160,11 @@ void Store::RetireLocked(Shard& shard, std::unique_ptr<Blob> blob) {
 void Store::DropPendingLocked(Shard& shard, Map::iterator it, bool revoked) {
   std::unique_ptr<Blob> blob = std::move(it->second.pending);
   shard.pending.erase(blob->alloc_id);
-  if (revoked && blob->owner != 0) {
+  if (blob->hbm_space) {
+    // A put into HBM: the range is freed with its last reference, or held for
+    // a writer that may still be copying into it until its session ends.
+    if (revoked && blob->owner != 0) quarantine_.Keep(blob->owner, std::move(blob->hbm_space));
+  } else if (revoked && blob->owner != 0) {
     // The writer may still be copying into the range: keep it out of reuse until
     // its session ends.
     quarantine_.Hold(blob->owner, {blob->extent, blob->size});
@@ -196,7 +200,8 @@ Status Store::CheckPutLocked(Shard& shard, const std::string& composite,
 
 Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& composite,
                                                const Caller& caller, uint64_t size,
-                                               const PutOptions& options, const Extent& extent) {
+                                               const PutOptions& options, const Extent& extent,
+                                               std::shared_ptr<HbmReplica> hbm_space) {
   auto [it, inserted] = shard.map.try_emplace(composite);
   auto blob = std::make_unique<Blob>();
   blob->extent = extent;
@@ -208,6 +213,11 @@ Result<AllocGrant> Store::InstallPendingLocked(Shard& shard, const std::string& 
   blob->name_space = std::string(caller.name_space);
   blob->alloc_deadline = clock_->NowNanos() + MsToNs(options_.alloc_timeout_ms);
   AllocGrant grant{blob->alloc_id, extent.offset, size, dram_->base() + extent.offset};
+  if (hbm_space) {
+    grant = AllocGrant{blob->alloc_id, hbm_space->extent.offset, size, nullptr,
+                       Medium::kHbm,   hbm_space->pool_index};
+    blob->hbm_space = std::move(hbm_space);
+  }
   shard.pending.emplace(blob->alloc_id, &*it);
   it->second.pending = std::move(blob);
   return grant;
@@ -229,15 +239,29 @@ Result<AllocGrant> Store::Alloc(const Caller& caller, const ObjectRef& ref, uint
     st = CheckPutLocked(shard, composite, options);
   }
   if (!st.ok()) return finish(st);
-  Result<Extent> space = AllocateSpace(size);
-  if (!space.ok()) return finish(space.status());
-  ShardLock lock(shard.mu);
-  st = CheckPutLocked(shard, composite, options);  // a racing put may have won meanwhile
-  if (!st.ok()) {
-    FreeExtent(*space, size);
-    return finish(st);
+  return finish(ReservePut(shard, composite, caller, size, options));
+}
+
+Result<AllocGrant> Store::ReservePut(Shard& shard, const std::string& composite,
+                                     const Caller& caller, uint64_t size,
+                                     const PutOptions& options) {
+  std::shared_ptr<HbmReplica> in_hbm;
+  if (options.medium == Medium::kHbm && hbm_ && !options.dram_only) {
+    const uint32_t pool = RoomiestHbmPool();
+    // No room in HBM (everything there being read): the put goes to DRAM.
+    if (Result<Extent> space = AllocateHbm(pool, size); space.ok()) {
+      in_hbm = std::make_shared<HbmReplica>(hbm_->pools()[pool].get(), pool, *space, size);
+    }
   }
-  return finish(InstallPendingLocked(shard, composite, caller, size, options, *space));
+  Result<Extent> space = in_hbm ? Result<Extent>(Extent{}) : AllocateSpace(size);
+  if (!space.ok()) return space.status();
+  ShardLock lock(shard.mu);
+  Status st = CheckPutLocked(shard, composite, options);  // a racing put may have won meanwhile
+  if (!st.ok()) {
+    if (!in_hbm) FreeExtent(*space, size);
+    return st;  // an unused HBM range goes back with `in_hbm`
+  }
+  return InstallPendingLocked(shard, composite, caller, size, options, *space, std::move(in_hbm));
 }
 
 Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
@@ -274,6 +298,10 @@ Status Store::CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
   e.generation = next_generation_.fetch_add(1, std::memory_order_relaxed);  // a new value
   if (generation != nullptr) *generation = e.generation;
   e.name_space = std::move(blob->name_space);
+  if (blob->hbm_space) {  // a put into HBM
+    CommitHbmLocked(shard, kv, std::move(blob));
+    return Status::Ok();
+  }
   e.current = std::move(blob);
   shard.Touch(kv, now);
   AnnounceStored(kv, *e.current);

@@ -117,6 +117,8 @@ class Store {
   // Errors: INVALID_ARGUMENT (already attached, null, no pools).
   Status AttachHbm(HbmTier* hbm);
   bool has_hbm() const { return hbm_ != nullptr; }
+  // The HBM tier (AttachHbm); null without one.
+  const HbmTier* hbm() const { return hbm_; }
 
   // Starts / stops the maintenance task on StoreOptions::scheduler (lease and
   // grant expiry, watermark eviction) and, with an SSD tier, the work queue of
@@ -252,9 +254,11 @@ class Store {
   // Per-item bodies; the shard lock is held by the caller.
   Status CheckPutLocked(Shard& shard, const std::string& composite, const PutOptions& options)
       TIERKV_REQUIRES(shard.mu);
+  // `hbm_space`: a put into HBM (`extent` unused).
   Result<AllocGrant> InstallPendingLocked(Shard& shard, const std::string& composite,
                                           const Caller& caller, uint64_t size,
-                                          const PutOptions& options, const Extent& extent)
+                                          const PutOptions& options, const Extent& extent,
+                                          std::shared_ptr<HbmReplica> hbm_space = nullptr)
       TIERKV_REQUIRES(shard.mu);
   Status CommitLocked(Shard& shard, uint64_t alloc_id, uint64_t session,
                       std::span<const KnownChecksum> known = {}, uint64_t* generation = nullptr)
@@ -366,6 +370,19 @@ class Store {
   // Copies an HBM replica's bytes into a fresh DRAM range (evicting DRAM when
   // full). The caller owns the range.
   Result<Extent> CopyHbmToDram(const HbmReplica& replica);
+  // A read lease on kv's HBM replica (ReadHold::kLeaseDevice).
+  Result<LeaseGrant> LeaseHbmLocked(Shard& shard, Map::value_type& kv, const Caller& caller,
+                                    int64_t now) TIERKV_REQUIRES(shard.mu);
+  // The pool with the most room.
+  uint32_t RoomiestHbmPool() const;
+  // Reserves `size` bytes for a put: in HBM when `options` asks for it and
+  // there is room, else in DRAM (evicting as needed), and installs the
+  // pending put (unless a racing put of the key won meanwhile).
+  Result<AllocGrant> ReservePut(Shard& shard, const std::string& composite, const Caller& caller,
+                                uint64_t size, const PutOptions& options);
+  // A commit of a put into HBM: the reserved range becomes kv's HBM replica.
+  void CommitHbmLocked(Shard& shard, Map::value_type& kv, std::unique_ptr<Blob> blob)
+      TIERKV_REQUIRES(shard.mu);
 
   // Write-through copies and prefetches, on the tier's work queue (dropped
   // before StartTierWorker and after StopTierWorker).
@@ -405,7 +422,8 @@ class Store {
   std::mutex hbm_evict_mu_;  // one HBM evictor at a time (before evict_mu_)
   struct HbmCounters {
     std::atomic<uint64_t> promoted{0}, promoted_bytes{0}, demoted{0}, demoted_bytes{0}, dropped{0},
-        evicted{0}, warmed{0}, warmed_bytes{0}, get_hits{0}, copy_failures{0};
+        evicted{0}, warmed{0}, warmed_bytes{0}, get_hits{0}, copy_failures{0}, device_reads{0},
+        device_puts{0};
   };
   HbmCounters hbm_counters_;
 

@@ -163,19 +163,7 @@ std::vector<Result<AllocGrant>> Store::BatchAlloc(const Caller& caller, std::str
       out.emplace_back(st);
       continue;
     }
-    Result<Extent> space = AllocateSpace(item.size);
-    if (!space.ok()) {
-      out.emplace_back(space.status());
-      continue;
-    }
-    ShardLock lock(shard.mu);
-    st = CheckPutLocked(shard, composite, item.options);
-    if (!st.ok()) {
-      FreeExtent(*space, item.size);
-      out.emplace_back(st);
-      continue;
-    }
-    out.push_back(InstallPendingLocked(shard, composite, caller, item.size, item.options, *space));
+    out.push_back(ReservePut(shard, composite, caller, item.size, item.options));
   }
   op_stats_.RecordBatch(Op::kBatchAlloc, Op::kAlloc, CodesOf(out), caller.rank);
   return out;

@@ -50,7 +50,51 @@ std::shared_ptr<Store::HbmReplica> Store::DropHbmLocked(Shard& shard, Map::value
 }
 
 // ---------------------------------------------------------------------------
+// Puts into HBM and reads out of it (GPU-to-GPU copies by the client).
+
+void Store::CommitHbmLocked(Shard& shard, Map::value_type& kv, std::unique_ptr<Blob> blob) {
+  std::shared_ptr<HbmReplica> replica = std::move(blob->hbm_space);
+  replica->group_id = std::move(blob->group_id);
+  replica->value_checksum = blob->digests.Find(0, blob->size, blob->size);  // 0: not known
+  InstallHbmLocked(shard, kv, std::move(replica));  // announces it: no DRAM replica now
+  shard.Touch(kv, clock_->NowNanos());
+  hbm_counters_.device_puts.fetch_add(1, std::memory_order_relaxed);
+}
+
+Result<LeaseGrant> Store::LeaseHbmLocked(Shard& shard, Map::value_type& kv, const Caller& caller,
+                                         int64_t now) {
+  const std::shared_ptr<HbmReplica>& r = kv.second.hbm;
+  shard.Touch(kv, now);
+  hbm_counters_.device_reads.fetch_add(1, std::memory_order_relaxed);
+  const int64_t deadline = now + options_.lease_ms * 1'000'000;
+  const uint64_t id = shard.NextId();
+  LeaseRecord rec;
+  rec.hbm = r;  // the range stays allocated until the lease ends
+  rec.deadline = deadline;
+  rec.owner = caller.session;
+  shard.AddLease(id, rec);
+  LeaseGrant g{id, r->extent.offset, r->size, deadline, nullptr};
+  g.medium = Medium::kHbm;
+  g.pool = r->pool_index;
+  return g;
+}
+
+// ---------------------------------------------------------------------------
 // Space.
+
+uint32_t Store::RoomiestHbmPool() const {
+  uint32_t best = 0;
+  uint64_t most_free = 0;
+  for (uint32_t i = 0; i < hbm_->pools().size(); ++i) {
+    const HbmPool& p = *hbm_->pools()[i];
+    const uint64_t free = p.capacity() - std::min(p.capacity(), p.allocated_bytes());
+    if (i == 0 || free > most_free) {
+      best = i;
+      most_free = free;
+    }
+  }
+  return best;
+}
 
 Result<Extent> Store::AllocateHbm(uint32_t pool_index, uint64_t size) {
   HbmPool& pool = *hbm_->pools()[pool_index];
@@ -232,17 +276,7 @@ bool Store::Promote(Shard& shard, const std::string& composite) {
     ++pinned->pins;  // neither evicted nor freed while it is copied
     size = pinned->size;
   }
-  // The pool with the most room.
-  uint32_t pool_index = 0;
-  uint64_t most_free = 0;
-  for (uint32_t i = 0; i < hbm_->pools().size(); ++i) {
-    const HbmPool& p = *hbm_->pools()[i];
-    const uint64_t free = p.capacity() - std::min(p.capacity(), p.allocated_bytes());
-    if (i == 0 || free > most_free) {
-      pool_index = i;
-      most_free = free;
-    }
-  }
+  const uint32_t pool_index = RoomiestHbmPool();
   HbmPool& pool = *hbm_->pools()[pool_index];
   Result<Extent> space = AllocateHbm(pool_index, size);
   std::shared_ptr<HbmReplica> replica;

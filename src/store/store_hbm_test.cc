@@ -405,5 +405,125 @@ TEST_F(HbmStoreTest, CopiesOfAnotherManagersValueStayInDram) {
   EXPECT_EQ(Media("copy"), kDram);
 }
 
+// A put into HBM, as a client copying from its GPU makes it: the grant names
+// the pool, the client writes through its import, the commit makes it an HBM
+// replica.
+TEST_F(HbmStoreTest, PutsIntoHbmAndDeviceLeasesReadItInPlace) {
+  PutOptions o;
+  o.medium = Medium::kHbm;
+  auto g = store_->Alloc({}, {"default", "dev"}, 300000, o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->medium, Medium::kHbm);
+  EXPECT_EQ(g->data, nullptr);
+  const std::string value = Want(9, 300000);
+  ASSERT_TRUE(tier_->pools()[g->pool]->Write(g->offset, value.data(), value.size()).ok());
+  EXPECT_EQ(Media("dev"), 0u);  // not readable before the commit
+  ASSERT_TRUE(store_->Commit({}, g->alloc_id).ok());
+  EXPECT_EQ(Media("dev"), kHbm);
+  EXPECT_EQ(observer_.Take(), std::vector<std::string>{"stored default/dev hbm"});
+  EXPECT_EQ(Hbm().device_puts, 1u);
+  EXPECT_EQ(Used(), 0u);  // no DRAM used
+
+  // A device lease reads it where it is, without a copy into DRAM.
+  auto l = store_->Lease({}, {"default", "dev"}, ReadHold::kLeaseDevice);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->medium, Medium::kHbm);
+  EXPECT_EQ(l->offset, g->offset);
+  std::string read(l->size, '\0');
+  ASSERT_TRUE(tier_->pools()[l->pool]->Read(read.data(), l->offset, l->size).ok());
+  EXPECT_EQ(read, value);
+  EXPECT_EQ(Media("dev"), kHbm);
+  EXPECT_EQ(Hbm().device_reads, 1u);
+  // Leased: not moved down, and a remove hides it but keeps its range.
+  EXPECT_EQ(EvictOneTier({"dev"}), 0u);
+  EXPECT_EQ(Media("dev"), kHbm);
+  const uint64_t used = HbmUsed();
+  ASSERT_TRUE(store_->Remove({}, {"default", "dev"}).ok());
+  EXPECT_EQ(Media("dev"), 0u);
+  EXPECT_EQ(HbmUsed(), used);
+  EXPECT_TRUE(store_->Release({}, l->lease_id).ok());
+  EXPECT_EQ(HbmUsed(), 0u);
+  // A host get of a value put into HBM copies it down.
+  g = store_->Alloc({}, {"default", "dev2"}, 1000, o);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(tier_->pools()[g->pool]->Write(g->offset, value.data(), 1000).ok());
+  ASSERT_TRUE(store_->Commit({}, g->alloc_id).ok());
+  EXPECT_EQ(*Get("dev2"), value.substr(0, 1000));
+  // A device lease of a value in DRAM only is an ordinary DRAM lease.
+  ASSERT_TRUE(PutI(3, 5000).ok());
+  l = store_->Lease({}, {"default", Key(3)}, ReadHold::kLeaseDevice);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->medium, Medium::kDram);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(l->data), l->size), Want(3, 5000));
+  EXPECT_TRUE(store_->Release({}, l->lease_id).ok());
+}
+
+TEST_F(HbmStoreTest, DeviceLeasesExpireAndBatchLeasesMixMedia) {
+  PutOptions o;
+  o.medium = Medium::kHbm;
+  std::vector<AllocItem> items = {{"a", 4096, o}, {"b", 8192, o}};
+  auto grants = store_->BatchAlloc({}, "default", items);
+  std::vector<uint64_t> ids;
+  for (auto& g : grants) {
+    ASSERT_TRUE(g.ok() && g->medium == Medium::kHbm);
+    ids.push_back(g->alloc_id);
+  }
+  for (const Status& st : store_->BatchCommit({}, ids)) ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(PutI(1, 100).ok());
+  std::vector<std::string_view> keys = {"a", "b", "k1", "absent"};
+  auto leases = store_->BatchLease({}, "default", keys, ReadHold::kLeaseDevice);
+  EXPECT_EQ(leases[0]->medium, Medium::kHbm);
+  EXPECT_EQ(leases[1]->medium, Medium::kHbm);
+  EXPECT_EQ(leases[2]->medium, Medium::kDram);
+  EXPECT_EQ(leases[3].code(), Code::kNotFound);
+  EXPECT_EQ(store_->admin().Stats().active_leases, 3u);
+  ASSERT_TRUE(store_->Remove({}, {"default", "a"}).ok());
+  clock_.AdvanceMillis(StoreOptions{}.lease_ms + 1);
+  store_->admin().RunMaintenance();  // expires them: the removed one's range goes back
+  EXPECT_EQ(store_->admin().Stats().active_leases, 0u);
+  EXPECT_EQ(store_->Release({}, leases[0]->lease_id).code(), Code::kLeaseExpired);
+  EXPECT_EQ(store_->Release({}, leases[1]->lease_id).code(), Code::kLeaseExpired);
+  EXPECT_LT(HbmUsed(), 4096u + 8192u);
+  EXPECT_EQ(Media("b"), kHbm);
+}
+
+TEST_F(HbmStoreTest, PutsIntoHbmFallBackToDramAndRevokedGrantsWaitForTheirSession) {
+  PutOptions o;
+  o.medium = Medium::kHbm;
+  // Larger than the pool: DRAM.
+  auto big = store_->Alloc({}, {"default", "big"}, 5 * kMiB, o);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->medium, Medium::kDram);
+  EXPECT_NE(big->data, nullptr);
+  ASSERT_TRUE(store_->Abort({}, big->alloc_id).ok());
+  // A copy of another manager's value never goes to HBM.
+  PutOptions copy = o;
+  copy.dram_only = true;
+  auto c = store_->Alloc({}, {"default", "copy"}, 100, copy);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->medium, Medium::kDram);
+  ASSERT_TRUE(store_->Abort({}, c->alloc_id).ok());
+  // A grant of a live session that times out: its HBM range is held until
+  // the session ends (the writer may still be copying into it).
+  auto g = store_->Alloc({5, 0}, {"default", "slow"}, 70000, o);
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->medium, Medium::kHbm);
+  clock_.AdvanceMillis(StoreOptions{}.alloc_timeout_ms + 1);
+  store_->admin().RunMaintenance();
+  EXPECT_EQ(store_->Commit({5, 0}, g->alloc_id).code(), Code::kNotFound);
+  EXPECT_GE(HbmUsed(), 70000u);
+  store_->EndSession(5);
+  EXPECT_EQ(HbmUsed(), 0u);
+  // An aborted one goes back at once; a plain put over an HBM value replaces it.
+  g = store_->Alloc({}, {"default", "k"}, 1000, o);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(store_->Commit({}, g->alloc_id).ok());
+  observer_.Take();
+  ASSERT_TRUE(Put("k", "dram", 4, /*upsert=*/true).ok());
+  EXPECT_EQ(observer_.Take(),
+            (std::vector<std::string>{"replaced default/k hbm", "stored default/k dram"}));
+  EXPECT_EQ(HbmUsed(), 0u);
+}
+
 }  // namespace
 }  // namespace tierkv

@@ -15,6 +15,10 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
   const int64_t tombstone_ns = MsToNs(options_.lease_tombstone_ms);
   for (auto it = shard.leases.begin(); it != shard.leases.end();) {
     LeaseRecord& rec = it->second;
+    if (rec.hbm != nullptr && now > rec.deadline) {
+      rec.hbm.reset();  // the range goes back to its pool if nothing else holds it
+      ++expired;
+    }
     if (rec.blob != nullptr && now > rec.deadline) {
       Blob* blob = static_cast<Blob*>(rec.blob);
       rec.blob = nullptr;
@@ -22,7 +26,7 @@ size_t Store::ReapShardLocked(Shard& shard, int64_t now) {
       ++expired;
       FreeZombieLocked(shard, blob);
     }
-    if (rec.blob == nullptr && now > rec.deadline + tombstone_ns) {
+    if (!rec.live() && now > rec.deadline + tombstone_ns) {
       shard.DropLease(it++);
     } else {
       ++it;
@@ -39,6 +43,9 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
                                       const Caller& caller, int64_t now, bool* cold, Medium from,
                                       ReadHold hold) {
   auto it = shard.map.find(composite);
+  if (hold == ReadHold::kLeaseDevice && it != shard.map.end() && it->second.hbm) {
+    return LeaseHbmLocked(shard, *it, caller, now);
+  }
   if (it == shard.map.end() || !it->second.current) {
     if (cold != nullptr) *cold = it != shard.map.end() && it->second.readable();
     return NotFound("key not found");
@@ -57,7 +64,7 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
   }
   const int64_t deadline = now + MsToNs(options_.lease_ms);
   const uint64_t id = shard.NextId();
-  shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session});
+  shard.AddLease(id, LeaseRecord{&blob, deadline, caller.session, nullptr});
   ++blob.leases;
   blob.lease_deadline = std::max(blob.lease_deadline, deadline);
   return LeaseGrant{id, blob.extent.offset, blob.size, deadline, data};
@@ -86,8 +93,16 @@ Status Store::ReleaseLocked(Shard& shard, uint64_t lease_id, uint64_t session, i
   if (it == shard.leases.end() || it->second.owner != session) {
     return NotFound("unknown lease id");
   }
-  const LeaseRecord rec = it->second;
+  LeaseRecord rec = std::move(it->second);
   shard.DropLease(it);
+  if (rec.hbm != nullptr) {
+    rec.hbm.reset();  // the range goes back to its pool if nothing else holds it
+    if (now > rec.deadline) {
+      expired_leases_.fetch_add(1, std::memory_order_relaxed);
+      return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
+    }
+    return Status::Ok();
+  }
   if (rec.blob == nullptr) {
     return Status(Code::kLeaseExpired, "the read lease expired before release; discard the copy");
   }

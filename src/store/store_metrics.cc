@@ -60,6 +60,11 @@ constexpr MetricFamily kHbmWarmedBytes{"tierkv_hbm_warmed_bytes_total", "counter
                                        "Bytes copied from HBM into DRAM for host reads"};
 constexpr MetricFamily kHbmGetHits{"tierkv_hbm_get_hits_total", "counter",
                                    "Gets of values held only in HBM (served after a copy down)"};
+constexpr MetricFamily kHbmDeviceReads{
+    "tierkv_hbm_device_reads_total", "counter",
+    "Gets answered from HBM to a client that copies GPU to GPU (read leases on HBM replicas)"};
+constexpr MetricFamily kHbmDevicePuts{"tierkv_hbm_device_puts_total", "counter",
+                                      "Values put straight into HBM by clients copying from a GPU"};
 constexpr MetricFamily kHbmCopyFailures{"tierkv_hbm_copy_failures_total", "counter",
                                         "Copies to or from a GPU that failed"};
 
@@ -94,6 +99,8 @@ void ReportHbmMetrics(const HbmStats& h, MetricSink& sink) {
   sink.One(kHbmWarmed, h.warmed);
   sink.One(kHbmWarmedBytes, h.warmed_bytes);
   sink.One(kHbmGetHits, h.get_hits);
+  sink.One(kHbmDeviceReads, h.device_reads);
+  sink.One(kHbmDevicePuts, h.device_puts);
   sink.One(kHbmCopyFailures, h.copy_failures);
 }
 

@@ -102,6 +102,11 @@ struct PutOptions {
   // DRAM only. Evicted or demoted, it is dropped, never written to SSD, so no
   // copy outlives this process (its owner still holds the value).
   bool dram_only = false;
+  // kHbm: reserve the value in an HBM pool (the one with most room, evicting
+  // HBM victims when full), for a writer that copies into it from a GPU;
+  // DRAM when there is no HBM tier or no room in it (AllocGrant::medium says
+  // which). Values put into HBM live there until moved down.
+  Medium medium = Medium::kDram;
 };
 
 struct AllocItem {
@@ -114,13 +119,22 @@ struct AllocGrant {
   uint64_t alloc_id = 0;
   uint64_t offset = 0;  // into the DRAM pool (what a shared-memory client is told)
   uint64_t size = 0;
-  uint8_t* data = nullptr;  // the same bytes in this process: write them, then Commit
+  // The same bytes in this process: write them, then Commit. Null for HBM.
+  uint8_t* data = nullptr;
+  // kHbm: `offset` is into HBM pool `pool` (HbmTier::pools()), written by
+  // the client through its import of that pool.
+  Medium medium = Medium::kDram;
+  uint32_t pool = 0;
 };
 
 // How a read holds the value it is given (Store::Lease, Store::BatchLease).
 enum class ReadHold : uint8_t {
   kLease,   // a read lease: the range stays until released or the deadline
   kLocate,  // no hold: the reader checks the range's generation after its copy
+  // A read lease on the HBM replica when the value has one (a reader that
+  // copies GPU to GPU), else as kLease. A value held only in HBM is then not
+  // copied down.
+  kLeaseDevice,
 };
 
 // A readable value's place. With ReadHold::kLocate a DRAM hit has lease_id 0
@@ -132,8 +146,11 @@ struct LeaseGrant {
   uint64_t offset = 0;
   uint64_t size = 0;
   int64_t deadline_nanos = 0;     // on the store clock (CLOCK_MONOTONIC for the real one)
-  const uint8_t* data = nullptr;  // the bytes in this process, readable until Release
+  const uint8_t* data = nullptr;  // the bytes in this process (DRAM only), until Release
   uint32_t generation = 0;
+  // kHbm (ReadHold::kLeaseDevice): `offset` is into HBM pool `pool`.
+  Medium medium = Medium::kDram;
+  uint32_t pool = 0;
 };
 
 // A pinned DRAM replica (StorePins::Pin): `size` bytes at `data` stay valid and
@@ -196,6 +213,8 @@ struct HbmStats {
   uint64_t warmed = 0;   // HBM -> DRAM copies made for a read (the HBM replica stays)
   uint64_t warmed_bytes = 0;
   uint64_t get_hits = 0;       // gets served after such a copy
+  uint64_t device_reads = 0;   // leases on HBM replicas (GPU-to-GPU reads)
+  uint64_t device_puts = 0;    // values put straight into HBM
   uint64_t copy_failures = 0;  // copies to or from a GPU that failed (its error logged)
 };
 

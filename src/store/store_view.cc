@@ -107,7 +107,7 @@ StoreStats StoreAdmin::Stats() const {
     ShardLock lock(shard_ptr->mu);
     s.objects += shard_ptr->readable;
     s.pending_allocs += shard_ptr->pending.size();
-    for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.blob != nullptr;
+    for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.live();
     s.zombie_bytes += shard_ptr->zombie_bytes;
     s.tier.ssd_objects += shard_ptr->ssd_objects;
     s.hbm.objects += shard_ptr->hbm_objects;
@@ -136,6 +136,8 @@ StoreStats StoreAdmin::Stats() const {
     s.hbm.warmed_bytes = load(c.warmed_bytes);
     s.hbm.get_hits = load(c.get_hits);
     s.hbm.copy_failures = load(c.copy_failures);
+    s.hbm.device_reads = load(c.device_reads);
+    s.hbm.device_puts = load(c.device_puts);
   }
   return s;
 }
