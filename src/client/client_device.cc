@@ -9,6 +9,9 @@
 namespace tierkv {
 namespace {
 
+// Bytes of one chunk of device gets over the Unix socket (see BatchGetIntoDevice).
+constexpr size_t kDeviceChunkBytes = 64u << 20;
+
 Status NoDevice() {
   return Status(Code::kNotSupported,
                 "this client was connected without device_copies: GPU memory cannot be copied");
@@ -120,8 +123,11 @@ void Client::Impl::BatchGetDeviceLeased(std::span<const DeviceGetItem> items,
   Reader r(reply);
   const uint32_t n = r.U32();
   std::vector<uint64_t> ids;
-  std::vector<size_t> leased;      // item of each id
-  std::vector<int64_t> deadlines;  // of each id
+  std::vector<size_t> leased;  // item of each id
+  // A copy that finished before its lease's deadline is intact whatever the
+  // release answers; one that did not is kept only if the release says the
+  // lease still held. Judged as each copy ends.
+  std::vector<bool> intact;
   for (size_t i = 0; i < items.size(); ++i) {
     out[i] = i < n ? r.ItemStatus() : Status(Code::kProtocolError, "short batch_lease reply");
     if (!out[i].ok()) continue;
@@ -134,50 +140,10 @@ void Client::Impl::BatchGetDeviceLeased(std::span<const DeviceGetItem> items,
     }
     ids.push_back(l.lease_id);
     leased.push_back(i);
-    deadlines.push_back(l.deadline_nanos);
-    size_t wanted = 0;
-    for (const DeviceRegion& p : items[i].parts) wanted += p.size;
-    if (l.size != wanted) {
-      out[i] = InvalidArgument("the value is " + std::to_string(l.size) +
-                               " bytes, not the parts' total of " + std::to_string(wanted));
-      continue;
-    }
-    if (medium == Medium::kHbm) {
-      DevicePtr src = HbmAddress(pool, l.offset, l.size);
-      if (src == 0) {
-        out[i] =
-            Status(Code::kProtocolError, "the manager leased a range of HBM pool " +
-                                             std::to_string(pool) + " this client has not mapped");
-        continue;
-      }
-      for (const DeviceRegion& p : items[i].parts) {
-        if (Status st = device->CopyOnDevice(p.ptr, src, p.size); !st.ok()) {
-          out[i] = Status(Code::kIoError, "copy out of the manager's HBM: " + st.message());
-          break;
-        }
-        src += p.size;
-      }
-    } else {
-      if (l.offset + l.size > conn.pool_size()) {
-        out[i] = Status(Code::kProtocolError, "lease reply outside the pool");
-        continue;
-      }
-      const uint8_t* src = conn.pool() + l.offset;
-      for (const DeviceRegion& p : items[i].parts) {
-        if (Status st = device->CopyToDevice(p.ptr, src, p.size); !st.ok()) {
-          out[i] = Status(Code::kIoError, "copy into GPU memory: " + st.message());
-          break;
-        }
-        src += p.size;
-      }
-    }
+    out[i] = CopyLeased(l, medium, pool, items[i].parts);
+    intact.push_back(CopyFinishedWithinLease(l.deadline_nanos));
   }
   if (ids.empty()) return;
-  // A copy that finished before its lease's deadline is intact whatever the
-  // release answers; one that did not is kept only if the release says the
-  // lease still held.
-  std::vector<bool> intact(ids.size());
-  for (size_t j = 0; j < ids.size(); ++j) intact[j] = CopyFinishedWithinLease(deadlines[j]);
   Writer rel = Begin();
   proto::BatchIdsRequest{ids}.Encode(rel);
   const Status st = Call(Opcode::kBatchRelease);
@@ -193,6 +159,41 @@ void Client::Impl::BatchGetDeviceLeased(std::span<const DeviceGetItem> items,
       for (const DeviceRegion& p : items[leased[j]].parts) *bytes += p.size;
     }
   }
+}
+
+Status Client::Impl::CopyLeased(const proto::LeaseReply& l, Medium medium, uint32_t pool,
+                                std::span<const DeviceRegion> parts) {
+  size_t wanted = 0;
+  for (const DeviceRegion& p : parts) wanted += p.size;
+  if (l.size != wanted) return PartsMismatch(l.size, wanted);
+  if (medium == Medium::kDram) {
+    if (l.offset + l.size > conn.pool_size()) {
+      return Status(Code::kProtocolError, "lease reply outside the pool");
+    }
+    return ScatterToDevice(conn.pool() + l.offset, parts);
+  }
+  DevicePtr src = HbmAddress(pool, l.offset, l.size);
+  if (src == 0) {
+    return Status(Code::kProtocolError, "the manager leased a range of HBM pool " +
+                                            std::to_string(pool) + " this client has not mapped");
+  }
+  for (const DeviceRegion& p : parts) {
+    if (Status st = device->CopyOnDevice(p.ptr, src, p.size); !st.ok()) {
+      return Status(Code::kIoError, "copy out of the manager's HBM: " + st.message());
+    }
+    src += p.size;
+  }
+  return Status::Ok();
+}
+
+Status Client::Impl::ScatterToDevice(const uint8_t* src, std::span<const DeviceRegion> parts) {
+  for (const DeviceRegion& p : parts) {
+    if (Status st = device->CopyToDevice(p.ptr, src, p.size); !st.ok()) {
+      return Status(Code::kIoError, "copy into GPU memory: " + st.message());
+    }
+    src += p.size;
+  }
+  return Status::Ok();
 }
 
 Status Client::Impl::GatherParts(char* dst, std::span<const ConstRegion> parts) {
@@ -271,11 +272,19 @@ std::vector<Result<size_t>> Client::BatchGetIntoDevice(std::span<const DeviceGet
   }
   uint64_t bytes = 0;
   if (impl_->conn.shared_memory()) {
+    // Chunks of at most the batch limit and kDeviceChunkBytes (one item at
+    // least), so that a chunk's copies end well within its leases.
     const int64_t start = MonoNanos();
     std::vector<Status> st(items.size());
-    for (size_t i = 0; i < items.size(); i += impl_->MaxBatch()) {
-      const size_t n = std::min<size_t>(impl_->MaxBatch(), items.size() - i);
-      impl_->BatchGetDeviceLeased(items.subspan(i, n), tenant, st.data() + i, &bytes);
+    for (size_t i = 0; i < items.size();) {
+      size_t j = i + 1;
+      size_t chunk_bytes = wanted[i];
+      while (j < items.size() && j - i < impl_->MaxBatch() &&
+             chunk_bytes + wanted[j] <= kDeviceChunkBytes) {
+        chunk_bytes += wanted[j++];
+      }
+      impl_->BatchGetDeviceLeased(items.subspan(i, j - i), tenant, st.data() + i, &bytes);
+      i = j;
     }
     impl_->Account(TransferStats::kBatchGet, bytes, start);
     return WithSizes(st, wanted);
@@ -283,19 +292,11 @@ std::vector<Result<size_t>> Client::BatchGetIntoDevice(std::span<const DeviceGet
   std::vector<Status> st = impl_->BatchGetAll(
       keys, tenant,
       [&](size_t i, const char* data, size_t size) {
-        if (size != wanted[i]) {
-          return InvalidArgument("the value is " + std::to_string(size) +
-                                 " bytes, not the parts' total of " + std::to_string(wanted[i]));
-        }
-        for (const DeviceRegion& r : items[i].parts) {
-          Status copied = impl_->device->CopyToDevice(r.ptr, data, r.size);
-          if (!copied.ok()) {
-            return Status(Code::kIoError, "copy into GPU memory: " + copied.message());
-          }
-          data += r.size;
-        }
-        bytes += size;
-        return Status::Ok();
+        if (size != wanted[i]) return PartsMismatch(size, wanted[i]);
+        Status copied =
+            impl_->ScatterToDevice(reinterpret_cast<const uint8_t*>(data), items[i].parts);
+        if (copied.ok()) bytes += size;
+        return copied;
       },
       &bytes);
   return WithSizes(st, wanted);

@@ -190,10 +190,7 @@ std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> 
   std::vector<Status> st = impl_->BatchGetAll(
       keys, tenant,
       [&](size_t i, const char* data, size_t size) {
-        if (size != wanted[i]) {
-          return InvalidArgument("the value is " + std::to_string(size) +
-                                 " bytes, not the parts' total of " + std::to_string(wanted[i]));
-        }
+        if (size != wanted[i]) return PartsMismatch(size, wanted[i]);
         Scatter(data, items[i].parts);
         bytes += size;
         return Status::Ok();

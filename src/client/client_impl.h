@@ -51,6 +51,12 @@ inline Status SizeMismatch(size_t value, size_t capacity) {
                                      " bytes)");
 }
 
+// A value whose size is not its parts' total: nothing is copied.
+inline Status PartsMismatch(size_t value, size_t parts) {
+  return InvalidArgument("the value is " + std::to_string(value) +
+                         " bytes, not the parts' total of " + std::to_string(parts));
+}
+
 inline size_t TotalSize(std::span<const ConstRegion> parts) {
   size_t n = 0;
   for (const ConstRegion& p : parts) n += p.size;
@@ -181,6 +187,7 @@ using client_internal::kFrameOverhead;
 using client_internal::kItemOverhead;
 using client_internal::MonoNanos;
 using client_internal::Opcode;
+using client_internal::PartsMismatch;
 using client_internal::Reader;
 using client_internal::Scatter;
 using client_internal::SizeMismatch;
@@ -222,6 +229,13 @@ class Client::Impl {
   // then are allocs and leases asked to use HBM.
   bool HbmReady();
   void CloseHbmImports();
+  // Copies a leased value (in the DRAM pool, or HBM pool `pool`) into device
+  // parts, in order. Errors: INVALID_ARGUMENT (not the parts' total size),
+  // PROTOCOL_ERROR (a range outside the pool), IO_ERROR (the driver refused).
+  Status CopyLeased(const proto::LeaseReply& l, Medium medium, uint32_t pool,
+                    std::span<const DeviceRegion> parts);
+  // Copies `src` (host memory, the parts' total) into device parts, in order.
+  Status ScatterToDevice(const uint8_t* src, std::span<const DeviceRegion> parts);
   // Where `size` bytes at `offset` of HBM pool `pool` are mapped in this
   // process (mapping the pools again after a reconnect), or 0 when they are
   // not (a pool not mapped, a range outside it).
