@@ -4,6 +4,8 @@
 // every byte compared; a device copy that fails stores nothing and gives the
 // grant back; a client without device copies refuses.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -234,6 +236,42 @@ TEST_F(DeviceCopiesWithHbm, HbmFullOrNotWantedPutsGoToDram) {
   auto tcp = DeviceClient(m_.tcp());
   ASSERT_TRUE(tcp->PutFromDevice("tcp", one).ok());
   EXPECT_EQ(Media(*c, "tcp"), kDram);
+}
+
+// A manager that restarts has new pools: the client maps them on its next
+// connection and never writes through the old mapping.
+TEST(DeviceCopiesRestart, TheClientMapsTheNewManagersPools) {
+  const std::string path = "/tmp/tierkv-hbm-reconnect-" + std::to_string(getpid()) + ".sock";
+  testing::UnlinkAtExit unlink_at_end(path);
+  const std::vector<std::string> args = {"--uds-path",    path,   "--hbm-backend", "host",
+                                         "--hbm-devices", "0",    "--hbm-size",    "4MiB",
+                                         "--dram-size",   "64MiB"};
+  auto m = std::make_unique<ManagerProcess>(args);
+  auto c = DeviceClient(m->uds());
+  ASSERT_TRUE(c);
+  std::string first = RandomBytes(100000, 1);
+  DeviceRegion one[] = {Of(first)};
+  ASSERT_TRUE(c->PutFromDevice("a", one).ok());
+  EXPECT_EQ(c->Query("a")->media, MediumBit(Medium::kHbm));
+  EXPECT_EQ(m->Stop(SIGINT), 0);
+  EXPECT_EQ(c->Exist("a").code(), Code::kUnavailable);
+  m.reset();
+  ManagerProcess again(args);
+  std::string second = RandomBytes(200000, 2);
+  DeviceRegion two[] = {Of(second)};
+  ASSERT_TRUE(c->PutFromDevice("b", two).ok());  // reconnects, maps the new pool
+  EXPECT_EQ(c->Query("b")->media, MediumBit(Medium::kHbm));
+  std::string back(200000, '\0');
+  DeviceRegion into[] = {Of(back)};
+  ASSERT_TRUE(c->GetIntoDevice("b", into).ok());
+  EXPECT_TRUE(back == second);
+  EXPECT_EQ(c->Exist("a").code(), Code::kNotFound);
+  // Another client of the new manager reads what this one wrote.
+  auto other = DeviceClient(again.uds());
+  std::string again_back(200000, '\0');
+  DeviceRegion into_again[] = {Of(again_back)};
+  ASSERT_TRUE(other->GetIntoDevice("b", into_again).ok());
+  EXPECT_TRUE(again_back == second);
 }
 
 }  // namespace

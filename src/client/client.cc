@@ -256,6 +256,13 @@ void Client::Impl::BatchPutChunk(std::span<const PutPartsItem> items, std::span<
     }
     return;
   }
+  if (device_parts) {
+    // The connection was lost during a device put (its parts are GPU memory,
+    // never read by the host): the rest is not sent.
+    std::fill(out, out + items.size(),
+              Status(Code::kUnavailable, "the connection to the manager was lost during the put"));
+    return;
+  }
   // Inline: every part of every item as a view, each item's span into them.
   std::vector<std::string_view> views;
   for (const PutPartsItem& it : items) {

@@ -213,6 +213,8 @@ std::vector<Status> Client::BatchPutFromDevice(std::span<const DevicePutItem> it
                                                std::string_view tenant, bool upsert) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->device) return std::vector<Status>(items.size(), NoDevice());
+  // Connected first, so that the path below is the connection's real one.
+  if (Status st = impl_->conn.EnsureOpen(); !st.ok()) return std::vector<Status>(items.size(), st);
   // The parts as regions whose addresses are device addresses.
   std::vector<ConstRegion> regions;
   for (const DevicePutItem& it : items) {
@@ -263,6 +265,9 @@ std::vector<Result<size_t>> Client::BatchGetIntoDevice(std::span<const DeviceGet
                                                        std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (!impl_->device) return std::vector<Result<size_t>>(items.size(), NoDevice());
+  if (Status st = impl_->conn.EnsureOpen(); !st.ok()) {
+    return std::vector<Result<size_t>>(items.size(), st);
+  }
   std::vector<std::string_view> keys;
   std::vector<size_t> wanted(items.size());
   keys.reserve(items.size());

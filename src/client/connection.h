@@ -31,6 +31,8 @@ class Connection {
 
   // Connects (or reconnects) and handshakes.
   Status Open();
+  // Open() when the connection is not up (lost, or never opened); OK when it is.
+  Status EnsureOpen() { return broken_ ? Open() : Status::Ok(); }
   // Sends one request and waits for its reply. On OK `reply` holds the reply
   // body; a non-OK reply status is returned with the manager's message.
   // Outcomes of checked posts still unread are read first: if one failed, its

@@ -51,9 +51,9 @@ Result<LeaseGrant> Store::LeaseLocked(Shard& shard, const std::string& composite
     return NotFound("key not found");
   }
   Blob& blob = *it->second.current;
-  std::atomic<uint64_t>& hits = from == Medium::kSsd   ? ssd_->counters.get_hits_ssd
-                                : from == Medium::kHbm ? hbm_counters_.get_hits
-                                                       : get_hits_dram_;
+  std::atomic<uint64_t>& hits = from == Medium::kSsd && ssd_ ? ssd_->counters.get_hits_ssd
+                                : from == Medium::kHbm       ? hbm_counters_.get_hits
+                                                             : get_hits_dram_;
   hits.fetch_add(1, std::memory_order_relaxed);
   shard.Touch(*it, now);
   uint8_t* const data = dram_->base() + blob.extent.offset;

@@ -245,8 +245,9 @@ Status Store::Rewarm(Shard& shard, const std::string& composite, Medium* source)
     auto it = shard.map.find(composite);
     if (it == shard.map.end() || !it->second.readable()) return NotFound("key not found");
     Entry& e = it->second;
-    if (e.current) return Status::Ok();
-    if (source != nullptr) *source = e.hbm ? Medium::kHbm : Medium::kSsd;
+    if (source != nullptr)
+      *source = e.current ? Medium::kDram : e.hbm ? Medium::kHbm : Medium::kSsd;
+    if (e.current) return Status::Ok();  // copied up or down meanwhile: a DRAM hit
     flight = shard.rewarms.Join(composite);
     if (flight.leader) {
       in_hbm = e.hbm;
@@ -323,7 +324,7 @@ Status Store::RunRewarm(Shard& shard, const std::string& composite,
 Result<LeaseGrant> Store::LeaseCold(Shard& shard, const std::string& composite,
                                     const Caller& caller) {
   for (int attempt = 0; attempt < kColdAttempts; ++attempt) {
-    Medium source = Medium::kSsd;
+    Medium source = Medium::kDram;
     if (Status st = Rewarm(shard, composite, &source); !st.ok()) return st;
     bool cold = false;
     ShardLock lock(shard.mu);
