@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "device_parts.h"
 #include "tierkv/client.h"
 #include "value_view.h"
 
@@ -28,6 +29,7 @@ namespace {
 
 using tierkv::Code;
 using tierkv::Status;
+using tierkv::python::DeviceParts;
 
 // Set by errors.py: factory(code:int, name:str, message:str) -> exception instance.
 py::object& ErrorFactory() {
@@ -176,37 +178,6 @@ class Parts {
   std::vector<std::unique_ptr<Buffer>> bufs_;
   std::vector<tierkv::Region> regions_;
   std::vector<tierkv::ConstRegion> const_regions_;
-  std::vector<size_t> starts_;
-};
-
-// The GPU-memory parts of device puts and gets: per key a list of
-// (device address, length) pairs.
-class DeviceParts {
- public:
-  explicit DeviceParts(const py::list& per_key) {
-    for (const py::handle& item : per_key) {
-      if (!py::isinstance<py::list>(item) && !py::isinstance<py::tuple>(item)) {
-        throw py::type_error("the parts of each key are a list of (device address, length)");
-      }
-      starts_.push_back(regions_.size());
-      for (const py::handle& part : item) {
-        if (!py::isinstance<py::tuple>(part) || py::len(part) != 2) {
-          throw py::type_error("a device part is a (device address, length) pair");
-        }
-        py::tuple t = py::reinterpret_borrow<py::tuple>(part);
-        regions_.push_back({t[0].cast<uint64_t>(), t[1].cast<size_t>()});
-      }
-    }
-    starts_.push_back(regions_.size());
-  }
-  size_t keys() const { return starts_.size() - 1; }
-  std::span<const tierkv::DeviceRegion> Of(size_t key) const {
-    return std::span<const tierkv::DeviceRegion>(regions_).subspan(starts_[key],
-                                                                   starts_[key + 1] - starts_[key]);
-  }
-
- private:
-  std::vector<tierkv::DeviceRegion> regions_;
   std::vector<size_t> starts_;
 };
 
