@@ -349,7 +349,9 @@ TEST(Cluster, APartitionFromEtcdFencesThatManagerOnlyBlackholeAndReset) {
         return MemberIds(*b.proc) == std::set<std::string>{"a", "b"};
       },
       4 * kTtl * 1000));
-  EXPECT_EQ(GetText(*a.proc, "/ha_status"), "serving");
+  // a learns it is registered again a moment after b sees it.
+  EXPECT_TRUE(
+      WaitFor([&] { return GetText(*a.proc, "/ha_status") == "serving"; }, 4 * kTtl * 1000));
   EXPECT_EQ(testing::ScrapeMetric(*a.proc, "tierkv_membership_rejoins_total"), 1);
   EXPECT_EQ(c.proc->Stop(SIGTERM), 3);
 }
