@@ -196,7 +196,6 @@ class Shard {
   uint64_t zombie_bytes TIERKV_GUARDED_BY(mu) = 0;
   uint64_t readable TIERKV_GUARDED_BY(mu) = 0;     // entries readable on some medium
   uint64_t ssd_objects TIERKV_GUARDED_BY(mu) = 0;  // entries with an SSD replica
-  uint64_t hbm_objects TIERKV_GUARDED_BY(mu) = 0;  // entries with an HBM replica
 
   // A fresh alloc, lease or pin id of this shard: 56 unpredictable bits above
   // the shard's index, unused by any live id here.

@@ -370,6 +370,7 @@ class Store {
   // Copies an HBM replica's bytes into a fresh DRAM range (evicting DRAM when
   // full). The caller owns the range.
   Result<Extent> CopyHbmToDram(const HbmReplica& replica);
+  static std::unique_ptr<Blob> DramReplicaOf(const HbmReplica& replica, const Extent& extent);
   // A read lease on kv's HBM replica (ReadHold::kLeaseDevice).
   Result<LeaseGrant> LeaseHbmLocked(Shard& shard, Map::value_type& kv, const Caller& caller,
                                     int64_t now) TIERKV_REQUIRES(shard.mu);

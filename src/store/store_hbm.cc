@@ -29,7 +29,6 @@ void Store::InstallHbmLocked(Shard& shard, Map::value_type& kv,
                              std::shared_ptr<HbmReplica> replica) {
   Entry& e = kv.second;
   e.hbm = std::move(replica);
-  ++shard.hbm_objects;
   e.hbm_hook.owner = &kv;
   e.hbm_hook.key = &kv.first;
   shard.hbm_queue.Touch(e.hbm_hook);
@@ -43,7 +42,6 @@ std::shared_ptr<Store::HbmReplica> Store::DropHbmLocked(Shard& shard, Map::value
                                                         RemoveCause cause) {
   Entry& e = kv.second;
   std::shared_ptr<HbmReplica> r = std::move(e.hbm);
-  --shard.hbm_objects;
   shard.hbm_queue.Erase(e.hbm_hook);
   if (!e.current) Announce(kv, r->group_id, r->size, Medium::kHbm, /*stored=*/false, cause);
   return r;
@@ -158,6 +156,18 @@ void Store::EvictHbmToWatermarks() {
 // ---------------------------------------------------------------------------
 // HBM -> DRAM.
 
+// A DRAM replica at `extent` holding a copy of `replica` (its checksum kept).
+std::unique_ptr<Store::Blob> Store::DramReplicaOf(const HbmReplica& replica, const Extent& extent) {
+  auto blob = std::make_unique<Blob>();
+  blob->extent = extent;
+  blob->size = replica.size;
+  blob->group_id = replica.group_id;
+  if (replica.value_checksum != 0) {
+    blob->digests.Remember(0, blob->size, blob->size, replica.value_checksum);
+  }
+  return blob;
+}
+
 Result<Extent> Store::CopyHbmToDram(const HbmReplica& replica) {
   Result<Extent> space = AllocateSpace(replica.size);
   if (!space.ok()) return space.status();
@@ -204,14 +214,7 @@ bool Store::EvictHbmVictim(const Victim& victim) {
   }
   Entry& e = it->second;
   if (space.ok() && !e.current) {
-    auto blob = std::make_unique<Blob>();
-    blob->extent = *space;
-    blob->size = replica->size;
-    blob->group_id = replica->group_id;
-    if (replica->value_checksum != 0) {
-      blob->digests.Remember(0, blob->size, blob->size, replica->value_checksum);
-    }
-    e.current = std::move(blob);
+    e.current = DramReplicaOf(*replica, *space);
     shard.Touch(*it, e.last_access);  // keeps its age: the move is not a read
     hbm_counters_.demoted.fetch_add(1, std::memory_order_relaxed);
     hbm_counters_.demoted_bytes.fetch_add(replica->size, std::memory_order_relaxed);
@@ -247,14 +250,7 @@ Status Store::RunWarmDown(Shard& shard, const std::string& composite,
     FreeExtent(*space, replica->size);
     return Status::Ok();
   }
-  auto blob = std::make_unique<Blob>();
-  blob->extent = *space;
-  blob->size = replica->size;
-  blob->group_id = replica->group_id;
-  if (replica->value_checksum != 0) {
-    blob->digests.Remember(0, blob->size, blob->size, replica->value_checksum);
-  }
-  it->second.current = std::move(blob);
+  it->second.current = DramReplicaOf(*replica, *space);
   shard.Touch(*it, clock_->NowNanos());
   hbm_counters_.warmed.fetch_add(1, std::memory_order_relaxed);
   hbm_counters_.warmed_bytes.fetch_add(replica->size, std::memory_order_relaxed);

@@ -110,7 +110,7 @@ StoreStats StoreAdmin::Stats() const {
     for (const auto& [id, rec] : shard_ptr->leases) s.active_leases += rec.live();
     s.zombie_bytes += shard_ptr->zombie_bytes;
     s.tier.ssd_objects += shard_ptr->ssd_objects;
-    s.hbm.objects += shard_ptr->hbm_objects;
+    s.hbm.objects += shard_ptr->hbm_queue.size();  // every HBM replica is in it
   }
   s.quarantined_bytes = st.quarantine_.bytes();
   s.evicted_objects = st.evicted_objects_.load(std::memory_order_relaxed);
