@@ -59,6 +59,7 @@ class PoolDecided final : public transfer::GrantSource {
 bool AuthorizedReads(transfer::TcpTransport& t, const SlicedGrant& pool, const std::string& ep,
                      uint64_t size, int ops, bool early, Series* out) {
   std::vector<uint8_t> dest(size, 1);
+  const MemoryPiece into[] = {{dest.data(), size}};
   const uint64_t items = pool.items(size);
   const double t0 = NowSeconds();
   for (int n = 0; n < ops; ++n) {
@@ -66,7 +67,7 @@ bool AuthorizedReads(transfer::TcpTransport& t, const SlicedGrant& pool, const s
     const double a = NowSeconds();
     Status read;
     Result<std::string> answer =
-        early ? t.AuthorizeAndRead(ep, size, "", 5000, req, dest.data(), nullptr, &read)
+        early ? t.AuthorizeAndRead(ep, size, "", 5000, req, into, nullptr, &read)
               : t.Authorize(ep, size, "", 5000);
     if (answer.ok() && !early) read = t.Read(ep, req, dest.data());
     if (!answer.ok() || !read.ok()) return false;

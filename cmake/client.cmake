@@ -6,7 +6,7 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 add_library(tierkv_common STATIC
   src/common/status.cc src/common/types.cc src/common/units.cc src/common/clock.cc src/common/scheduler.cc src/common/work_queue.cc src/common/metric_sink.cc
-  src/common/prefault.cc src/common/tracer.cc)
+  src/common/prefault.cc src/common/shared_memory.cc src/common/memory_piece.cc src/common/tracer.cc)
 tierkv_box(tierkv_common common)
 include(GNUInstallDirs)
 target_include_directories(tierkv_common PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
@@ -36,7 +36,7 @@ else()
 endif()
 
 add_library(tierkv_client STATIC src/client/connection.cc src/client/client.cc
-  src/client/client_get.cc
+  src/client/client_get.cc src/client/client_registered.cc
   src/client/client_pin.cc
   src/client/client_device.cc
   src/client/namespace.cc)

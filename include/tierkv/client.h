@@ -171,6 +171,15 @@ struct PinnedValue {
   std::shared_ptr<const void> mapping;  // keeps `data` mapped, even past the client
 };
 
+// Memory registered with the manager (Client::RegisterBuffer): `size` bytes
+// at `data`, shared with the manager so that it can write gets' values there.
+struct RegisteredBuffer {
+  uint64_t id = 0;  // this client's handle, for UnregisterBuffer
+  uint8_t* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> mapping;  // keeps `data` mapped while held (even past the client)
+};
+
 struct RemoveAllStats {
   uint64_t removed = 0;
   uint64_t skipped = 0;  // leased or in-flight objects left in place (force=false)
@@ -312,6 +321,27 @@ class Client {
                        const WriteOptions& options = {}, bool upsert = false);
   Result<size_t> GetIntoDevice(std::string_view key, std::span<const DeviceRegion> parts,
                                std::string_view tenant = kDefaultTenant);
+
+  // Registered memory (Unix socket; docs/cpp.md, "Registered memory").
+  // Allocates `bytes` of shared memory (a memfd mapped here, pre-faulted,
+  // sealed against shrinking) and registers it with the manager. From then
+  // on a Get, BatchGet, GetParts or BatchGetParts whose memory lies wholly in
+  // registered buffers is answered by the manager writing the value there
+  // itself, in one request: a local hit is one copy out of the pool; a value
+  // another manager holds is read by the data channel straight into this
+  // memory, and no copy of it is kept on this manager. Results and errors are
+  // the same as on the plain path; on an error the memory may hold part of
+  // the value, never reported as read. Items whose memory is not registered
+  // take the plain path in the same call. The memory is the caller's to use
+  // as it likes (an engine's host KV pool); it stays mapped while the result
+  // (or a copy of its `mapping`) is held. After a lost connection the client
+  // registers it again at its next use. Errors: NOT_SUPPORTED (over TCP, or
+  // the manager takes none: --max-registered-bytes 0), NO_SPACE (over the
+  // manager's budgets), INVALID_ARGUMENT (0 bytes), IO_ERROR (the memfd).
+  Result<RegisteredBuffer> RegisterBuffer(size_t bytes);
+  // The manager forgets buffer `id` (its memory stays mapped while a
+  // RegisteredBuffer holds it). NOT_FOUND: no such buffer of this client.
+  Status UnregisterBuffer(uint64_t id);
 
   // Lookups. OK when stored, NOT_FOUND when not. In cluster mode a key the
   // manager does not hold is looked up in its global index of the other

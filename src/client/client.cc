@@ -170,6 +170,21 @@ Result<size_t> Client::Impl::GetOne(std::string_view key, void* buffer, size_t c
 Result<size_t> Client::Get(std::string_view key, void* buffer, size_t capacity,
                            std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->registrations.empty() && capacity > 0) {
+    // Into registered memory: the manager writes the value there.
+    std::vector<Status> out(1);
+    std::vector<size_t> sizes(1, 0);
+    uint64_t bytes = 0;
+    const std::string_view keys[] = {key};
+    const Region region{buffer, capacity};
+    if (impl_
+            ->GetIntoRegistered(
+                keys, tenant, [&](size_t) { return std::span<const Region>(&region, 1); }, {false},
+                out, sizes, &bytes)
+            .empty()) {
+      return out[0].ok() ? Result<size_t>(sizes[0]) : Result<size_t>(out[0]);
+    }
+  }
   return impl_->GetOne(key, buffer, capacity, tenant, nullptr);
 }
 

@@ -159,20 +159,26 @@ std::vector<Result<size_t>> Client::BatchGet(std::span<const GetItem> items,
   for (const GetItem& it : items) keys.push_back(it.key);
   std::vector<size_t> sizes(items.size(), 0);
   uint64_t bytes = 0;
-  std::vector<Status> st = impl_->BatchGetAll(
-      keys, tenant,
+  std::vector<Region> regions(items.size());
+  std::vector<bool> exact(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    regions[i] = {items[i].buffer, items[i].capacity};
+    exact[i] = items[i].exact_size;
+  }
+  std::vector<Status> st = impl_->BatchGetRegistered(
+      keys, tenant, [&](size_t i) { return std::span<const Region>(&regions[i], 1); }, exact,
       [&](size_t i, const char* data, size_t size) {
-        if (size > items[i].capacity) return SizeMismatch(size, items[i].capacity);
         if (items[i].exact_size && size != items[i].capacity) {
           return InvalidArgument("the value is " + std::to_string(size) + " bytes, not the " +
                                  std::to_string(items[i].capacity) + " asked (exact size)");
         }
+        if (size > items[i].capacity) return SizeMismatch(size, items[i].capacity);
         std::memcpy(items[i].buffer, data, size);
         sizes[i] = size;
         bytes += size;
         return Status::Ok();
       },
-      &bytes);
+      sizes, &bytes);
   return WithSizes(st, sizes);
 }
 
@@ -187,15 +193,16 @@ std::vector<Result<size_t>> Client::BatchGetParts(std::span<const GetPartsItem> 
     wanted[i] = TotalSize(items[i].parts);
   }
   uint64_t bytes = 0;
-  std::vector<Status> st = impl_->BatchGetAll(
-      keys, tenant,
+  std::vector<size_t> sizes(items.size(), 0);
+  std::vector<Status> st = impl_->BatchGetRegistered(
+      keys, tenant, [&](size_t i) { return items[i].parts; }, std::vector<bool>(items.size(), true),
       [&](size_t i, const char* data, size_t size) {
         if (size != wanted[i]) return PartsMismatch(size, wanted[i]);
         Scatter(data, items[i].parts);
         bytes += size;
         return Status::Ok();
       },
-      &bytes);
+      sizes, &bytes);
   return WithSizes(st, wanted);
 }
 

@@ -5,12 +5,15 @@
 #define TIERKV_CLIENT_CLIENT_IMPL_H_
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -223,7 +226,57 @@ class Client::Impl {
   std::vector<DevicePtr> hbm_bases;
   uint64_t hbm_incarnation = 0;
 
-  ~Impl() { CloseHbmImports(); }
+  // Registered buffers (RegisterBuffer), by the address they start at.
+  struct Registration {
+    uint64_t handle = 0;  // RegisteredBuffer::id
+    int fd = -1;          // the memfd, passed again after a reconnect
+    uint64_t inode = 0;
+    uint8_t* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<void> mapping;
+    uint64_t region = 0;                  // the manager's id, on connection `incarnation`
+    std::optional<uint64_t> incarnation;  // the connection it was asked on (none yet)
+    bool refused = false;                 // the manager refused it on `incarnation`
+  };
+  std::map<uintptr_t, Registration> registrations;
+  uint64_t next_registration = 1;
+
+  ~Impl() {
+    CloseHbmImports();
+    for (auto& [addr, r] : registrations) close(r.fd);
+  }
+  // REGISTER of `r` on the current connection, passing its memfd.
+  Status Register(Registration& r);
+  // Register(r) unless it was asked on this connection already. False when
+  // the manager refused it (the plain path serves its gets then).
+  bool EnsureRegistered(Registration& r);
+  // The registration holding [p, p + n), or null.
+  Registration* RegisteredAt(const void* p, size_t n);
+  // Gets into registered memory: the items whose parts all lie in registered
+  // buffers usable on this connection are answered by BATCH_GET_INTO (out[i],
+  // sizes[i], *bytes); returns the indexes of the others, for the plain path.
+  // `parts_of(i)` gives item i's memory, `exact[i]` whether the value must
+  // fill it exactly.
+  std::vector<size_t> GetIntoRegistered(
+      std::span<const std::string_view> keys, std::string_view tenant,
+      const std::function<std::span<const Region>(size_t)>& parts_of,
+      const std::vector<bool>& exact, std::vector<Status>& out, std::vector<size_t>& sizes,
+      uint64_t* bytes);
+  // A batch get: GetIntoRegistered, then BatchGetAll for the rest (the sink
+  // called with the items' own indexes).
+  std::vector<Status> BatchGetRegistered(
+      std::span<const std::string_view> keys, std::string_view tenant,
+      const std::function<std::span<const Region>(size_t)>& parts_of,
+      const std::vector<bool>& exact,
+      const std::function<Status(size_t i, const char* data, size_t size)>& sink,
+      std::vector<size_t>& sizes, uint64_t* bytes);
+  // One BATCH_GET_INTO for items `idx` (their pieces in `pieces`, item j
+  // owning counts[j] from its start), fitting one frame.
+  void GetIntoChunk(std::span<const std::string_view> keys, std::string_view tenant,
+                    std::span<const size_t> idx, const std::vector<bool>& exact,
+                    std::span<const proto::GetIntoRequest::Piece> pieces,
+                    std::span<const uint32_t> counts, std::vector<Status>& out,
+                    std::vector<size_t>& sizes, uint64_t* bytes);
   // Maps the HBM pools the current connection's HELLO described (once per
   // incarnation). True when there are pools and every one is mapped: only
   // then are allocs and leases asked to use HBM.

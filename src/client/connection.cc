@@ -117,6 +117,15 @@ Status Connection::CallOverlapped(proto::Opcode op, std::string_view body, std::
   return st;
 }
 
+Status Connection::CallPassing(proto::Opcode op, std::string_view body, int fd,
+                               std::string* reply) {
+  if (broken_) return Status(Code::kUnavailable, "not connected");
+  pass_fd_ = fd;
+  Status st = Call(op, body, reply);
+  pass_fd_ = -1;  // not sent (an earlier failure came first): nothing passed
+  return st;
+}
+
 Status Connection::Post(proto::Opcode op, std::string_view body) {
   if (broken_) return Status(Code::kUnavailable, "not connected");
   uint64_t id = 0;
@@ -208,9 +217,14 @@ Status Connection::SendFrame(proto::Opcode op, std::string_view body, uint64_t* 
 }
 
 Status Connection::WriteFrames(std::string_view tail) {
-  Status st = tail.empty()
-                  ? proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms)
-                  : proto::WriteFull2(fd_, frame_, tail, options_.io_timeout_ms);
+  Status st;
+  if (pass_fd_ >= 0 && tail.empty()) {
+    const int fds[] = {std::exchange(pass_fd_, -1)};
+    st = proto::WriteWithFds(fd_, frame_.data(), frame_.size(), fds);
+  } else {
+    st = tail.empty() ? proto::WriteFull(fd_, frame_.data(), frame_.size(), options_.io_timeout_ms)
+                      : proto::WriteFull2(fd_, frame_, tail, options_.io_timeout_ms);
+  }
   if (!st.ok()) {
     send_failed_ = true;
     Close();

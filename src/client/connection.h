@@ -42,6 +42,9 @@ class Connection {
   // (they arrive first, replies come in request order). A failed one is kept:
   // the caller takes it with TakeDeferred() and undoes this request's effect.
   Status CallOverlapped(proto::Opcode op, std::string_view body, std::string* reply);
+  // As Call, with `fd` (not taken) passed along with the request's bytes
+  // (SCM_RIGHTS; a Unix socket only): REGISTER.
+  Status CallPassing(proto::Opcode op, std::string_view body, int fd, std::string* reply);
   // Sends one request without waiting; its reply is read and dropped before
   // the next call's reply (replies come in request order). For releases whose
   // outcome the client already knows.
@@ -129,7 +132,8 @@ class Connection {
   uint64_t generations_bytes_ = 0;
   proto::HelloReply hello_;
   std::string frame_;
-  ReplySpin spin_;  // how long replies are polled for, per request kind
+  int pass_fd_ = -1;  // passed with the next frame written (CallPassing)
+  ReplySpin spin_;    // how long replies are polled for, per request kind
 };
 
 }  // namespace tierkv

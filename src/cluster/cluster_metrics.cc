@@ -69,6 +69,15 @@ constexpr MetricFamily kStale{"tierkv_remote_stale_retries_total", "counter",
                               "Keys routed again after their owner refused a stale entry"};
 constexpr MetricFamily kEarly{"tierkv_remote_early_reads_total", "counter",
                               "Values read behind their authorization on one data connection"};
+constexpr MetricFamily kChecksum{
+    "tierkv_remote_read_checksum_failures_total", "counter",
+    "READs from other managers whose bytes did not match the owner's checksum (the get misses)"};
+constexpr MetricFamily kInto{"tierkv_remote_read_into_objects_total", "counter",
+                             "Objects read from other managers straight into a client's "
+                             "registered memory (kept nowhere here)"};
+constexpr MetricFamily kIntoBytes{"tierkv_remote_read_into_bytes_total", "counter",
+                                  "Bytes read from other managers straight into a client's "
+                                  "registered memory"};
 constexpr MetricFamily kShared{"tierkv_remote_shared_fetches_total", "counter",
                                "Fetches that waited for a concurrent fetch of the same key"};
 constexpr MetricFamily kAwaiting{"tierkv_remote_grants_awaiting_release", "gauge",
@@ -159,6 +168,9 @@ void RemoteFetcher::ReportMetrics(MetricSink& sink) const {
                {{"discarded", s.lookahead_discarded}, {"retried", s.lookahead_retries}});
   sink.One(kStale, s.stale_retries);
   sink.One(kEarly, s.early_reads);
+  sink.One(kChecksum, s.checksum_failures);
+  sink.One(kInto, s.into_objects);
+  sink.One(kIntoBytes, s.into_bytes);
   CopyTracker::ReportMetrics(copies_ != nullptr ? copies_->Stats() : CopyStats{}, sink);
   sink.One(kShared, s.shared_flights);
   sink.One(kAwaiting, s.grants_awaiting_release);

@@ -11,6 +11,7 @@
 
 #include "cluster/global_index.h"
 #include "cluster/grants.h"
+#include "common/memory_piece.h"
 #include "tierkv/status.h"
 
 namespace tierkv {
@@ -42,6 +43,11 @@ struct FetchItem {
   // kept for the caller (its local generation here) instead of removed.
   bool keep_superseded = false;
   uint64_t superseded = 0;
+  // FetchInto: the value is read straight into this memory (a client's
+  // registered memory) and kept nowhere here; its size then goes in
+  // `read_size`.
+  const IntoDest* into = nullptr;
+  uint64_t read_size = 0;
   // Whether the owner granted the value the index named (same size), or any
   // value when any_generation.
   bool GrantedAsIndexed(const GrantAnswer& ans) const {
@@ -74,6 +80,8 @@ struct FetchStats {
   uint64_t stale_retries = 0;  // keys routed again after a stale refusal
   uint64_t early_reads = 0;    // first items read behind their authorization
   uint64_t grants_awaiting_release = 0;
+  uint64_t checksum_failures = 0;             // READs whose bytes failed their checksum
+  uint64_t into_objects = 0, into_bytes = 0;  // read straight into registered memory
 };
 
 // What the fetcher counts, as it counts it.
@@ -81,7 +89,8 @@ struct FetchCounters {
   std::atomic<uint64_t> fetches{0}, objects{0}, bytes{0}, miss_not_indexed{0}, miss_refused{0},
       miss_budget{0}, miss_read{0}, miss_local_space{0}, miss_slots{0}, authorizations{0},
       authorize_failures{0}, releases{0}, release_failures{0}, lookahead_discarded{0},
-      lookahead_retries{0}, shared_flights{0}, stale_retries{0}, early_reads{0};
+      lookahead_retries{0}, shared_flights{0}, stale_retries{0}, early_reads{0},
+      checksum_failures{0}, into_objects{0}, into_bytes{0};
 };
 
 }  // namespace tierkv

@@ -123,16 +123,69 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     composites[i].append(keys[i]);
     flights[i] = flights_.Join(composites[i]);
   }
-  // Route and fetch every key this call leads. A key its owner refused as
-  // gone or replaced is asked again, up to kStaleRounds times: of the same
-  // owner for whatever value it holds (generation 0), or, when the index names
-  // the key on other managers only by now, of one of them.
+  // Route and fetch every key this call leads.
   std::vector<Item*> todo;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (flights[i].leader) todo.push_back(&items[i]);
   }
-  RunPlans(todo);
-  std::vector<Item*> round = std::move(todo);
+  RunRounds(tenant, std::move(todo));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!flights[i].leader) continue;
+    flights_.Forget(composites[i], flights[i].ticket);
+    flights[i].ticket->Finish(items[i].status);
+  }
+  std::vector<Status> out(keys.size());
+  if (superseded != nullptr) {
+    superseded->assign(keys.size(), 0);
+    for (size_t i = 0; i < keys.size(); ++i) (*superseded)[i] = items[i].superseded;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (flights[i].leader) {
+      out[i] = std::move(items[i].status);
+      continue;
+    }
+    // Another fetch of this key is under way; its own deadlines bound it.
+    counters_.shared_flights.fetch_add(1, std::memory_order_relaxed);
+    std::optional<Status> done = flights[i].ticket->WaitFor(std::chrono::seconds(60));
+    out[i] = done ? std::move(*done) : NotFound("a concurrent fetch of this key did not end");
+  }
+  trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
+  return out;
+}
+
+std::vector<Result<uint64_t>> RemoteFetcher::FetchInto(std::string_view tenant,
+                                                       std::span<const std::string_view> keys,
+                                                       std::span<const IntoDest> dests) {
+  TraceScope trace(Trace().fetch);
+  counters_.fetches.fetch_add(keys.size(), std::memory_order_relaxed);
+  // Each call reads its own bytes into its own memory: no flight is shared.
+  std::vector<Item> items(keys.size());
+  std::vector<Item*> todo;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    items[i].tenant = tenant;
+    items[i].key = keys[i];
+    items[i].into = &dests[i];
+    todo.push_back(&items[i]);
+  }
+  RunRounds(tenant, std::move(todo));
+  std::vector<Result<uint64_t>> out;
+  out.reserve(keys.size());
+  bool all = true;
+  for (Item& it : items) {
+    all = all && it.status.ok();
+    out.push_back(it.status.ok() ? Result<uint64_t>(it.read_size)
+                                 : Result<uint64_t>(std::move(it.status)));
+  }
+  trace.End(all);
+  return out;
+}
+
+void RemoteFetcher::RunRounds(std::string_view tenant, std::vector<Item*> round) {
+  // A key its owner refused as gone or replaced is asked again, up to
+  // kStaleRounds times: of the same owner for whatever value it holds
+  // (generation 0), or, when the index names the key on other managers only
+  // by now, of one of them.
+  RunPlans(round);
   for (int attempt = 0; attempt < kStaleRounds; ++attempt) {
     std::vector<Item*> again;
     for (Item* it : round) {
@@ -159,28 +212,6 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
     RunPlans(again);
     round = std::move(again);
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (!flights[i].leader) continue;
-    flights_.Forget(composites[i], flights[i].ticket);
-    flights[i].ticket->Finish(items[i].status);
-  }
-  std::vector<Status> out(keys.size());
-  if (superseded != nullptr) {
-    superseded->assign(keys.size(), 0);
-    for (size_t i = 0; i < keys.size(); ++i) (*superseded)[i] = items[i].superseded;
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (flights[i].leader) {
-      out[i] = std::move(items[i].status);
-      continue;
-    }
-    // Another fetch of this key is under way; its own deadlines bound it.
-    counters_.shared_flights.fetch_add(1, std::memory_order_relaxed);
-    std::optional<Status> done = flights[i].ticket->WaitFor(std::chrono::seconds(60));
-    out[i] = done ? std::move(*done) : NotFound("a concurrent fetch of this key did not end");
-  }
-  trace.End(std::all_of(out.begin(), out.end(), [](const Status& st) { return st.ok(); }));
-  return out;
 }
 
 void RemoteFetcher::RunPlans(const std::vector<Item*>& items) {
@@ -346,6 +377,9 @@ Status RemoteFetcher::Call(Peer& peer, const peer::AuthorizeRequest& req,
                        : transport_->AuthorizeAndRead(peer.data_endpoint, req.ticket(), request,
                                                       options_.authorize_timeout_ms, early->request,
                                                       early->dest, &early->digest, &early->status);
+  if (early != nullptr && early->status.code() == Code::kIoError) {
+    counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
+  }
   if (answer.status().code() == Code::kNotSupported) {
     return over_grpc();  // an owner whose data channel does not authorize: nothing was granted
   }
@@ -385,41 +419,54 @@ RemoteFetcher::Authorized RemoteFetcher::Authorize(Peer& peer, Segment& seg, boo
   std::vector<PendingRelease> carried = releaser_->TakeFor(peer, 64);
   for (const PendingRelease& r : carried) req.add_release_tickets(r.ticket);
   // The first item's READ rides behind the authorization when it is read
-  // whole (in one range however many connections are free): into an
-  // allocation made now, from the index's size and generation. (A segment is
-  // never empty.)
+  // whole (in one range however many connections are free): into its
+  // registered memory (FetchInto), or into an allocation made now, from the
+  // index's size and generation. (A segment is never empty.)
   Item& first = *seg.items.front();
   const Caller first_caller(kFetchSession, 0, first.loc.name_space);
   EarlyRead early;
+  bool early_sent = false;
   std::optional<AllocGrant> early_grant;
   if (read_first && options_.authorize_over_data && !first.any_generation &&
       RangesFor(first.loc.size, options_.parallel_reads) == 1) {
-    Result<AllocGrant> g = store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size,
-                                         SegmentReader::AllocOptions(first));
-    if (g.ok()) {
-      early_grant = *g;
+    if (first.into != nullptr) {
+      early_sent = first.into->Fits(first.loc.size).ok();
+      if (early_sent) early.dest = SliceOf(first.into->pieces, 0, first.loc.size);
+    } else {
+      Result<AllocGrant> g = store_->Alloc(first_caller, {first.tenant, first.key}, first.loc.size,
+                                           SegmentReader::AllocOptions(first));
+      if (g.ok()) {
+        early_grant = *g;
+        early_sent = true;
+        early.dest = {{g->data, first.loc.size}};
+      }
+    }
+    if (early_sent) {
       early.request = {a.ticket, 0, first.loc.generation, 0, first.loc.size};
-      early.dest = g->data;
       peer.inflight_bytes.fetch_add(first.loc.size);
     }
   }
   peer::AuthorizeResponse resp;
   TraceScope trace(Trace().authorize);
-  const Status call = Call(peer, req, &resp, early_grant ? &early : nullptr);
+  const Status call = Call(peer, req, &resp, early_sent ? &early : nullptr);
   trace.End(call.ok());
   if (call.ok()) {
     for (Item* it : seg.items) it->owner_sequence = resp.sequence();
   }
-  if (early_grant) {
+  if (early_sent) {
     peer.inflight_bytes.fetch_sub(first.loc.size);
     a.first_done = call.ok() && resp.items_size() == static_cast<int>(seg.items.size()) &&
                    first.GrantedAsIndexed(AnswerOf(resp.items(0))) && early.status.ok();
     if (a.first_done) {
-      const KnownChecksum verified[] = {{0, first.loc.size, early.digest}};
       first.attempted = true;
-      reader_.CommitFetched(first, first_caller, early_grant->alloc_id, verified);
       counters_.early_reads.fetch_add(1, std::memory_order_relaxed);
-    } else {
+      if (early_grant) {
+        const KnownChecksum verified[] = {{0, first.loc.size, early.digest}};
+        reader_.CommitFetched(first, first_caller, early_grant->alloc_id, verified);
+      } else {
+        reader_.FinishInto(first, first.loc.size);
+      }
+    } else if (early_grant) {
       // Refused, not granted, or not read: the READ stage reads it again if
       // it was granted.
       (void)store_->Abort(first_caller, early_grant->alloc_id);
@@ -500,6 +547,9 @@ FetchStats RemoteFetcher::Stats() const {
   s.shared_flights = get(counters_.shared_flights);
   s.stale_retries = get(counters_.stale_retries);
   s.early_reads = get(counters_.early_reads);
+  s.checksum_failures = get(counters_.checksum_failures);
+  s.into_objects = get(counters_.into_objects);
+  s.into_bytes = get(counters_.into_bytes);
   {
     std::lock_guard lock(slots_mu_);
     s.grants_awaiting_release = slots_used_;

@@ -138,6 +138,19 @@ class RemoteFetcher {
   std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
                             std::vector<uint64_t>* superseded = nullptr);
 
+  // Reads the keys of `tenant` held by other managers straight into `dests`
+  // (one per key: a client's registered memory), over the same grants and
+  // READs as Fetch, keeping no copy here (nothing is allocated, stored or
+  // announced). One result per key, in order: the value's size once all its
+  // bytes are in place and verified; NOT_FOUND naming the reason as Fetch
+  // (a READ that failed or did not match its checksum among them; the memory
+  // may then hold part of the value); IntoDest::Fits's error when the value
+  // the owner granted does not fit (nothing read). Never shares a concurrent
+  // fetch of the same key.
+  std::vector<Result<uint64_t>> FetchInto(std::string_view tenant,
+                                          std::span<const std::string_view> keys,
+                                          std::span<const IntoDest> dests);
+
   // A drain's copy (Peer/Pull): brings the values `source` holds at exactly
   // `generations` (one per key) into the local store, through the same grant
   // path. One status per key: OK once the source's value is local. A key
@@ -169,6 +182,9 @@ class RemoteFetcher {
   using Authorized = FetchGrant;
 
   std::shared_ptr<Peer> PeerOf(const std::string& node) const;
+  // Runs `round`'s plans, then routes again the keys refused as stale
+  // (kStaleRounds times at most).
+  void RunRounds(std::string_view tenant, std::vector<Item*> round);
   // Routes `items` by the index and runs one plan per owner (in parallel).
   void RunPlans(const std::vector<Item*>& items);
   // Runs one owner's plan; fills the items' statuses.
@@ -184,7 +200,7 @@ class RemoteFetcher {
   // A READ sent behind an authorization, and its outcome.
   struct EarlyRead {
     transfer::ReadRequest request;
-    uint8_t* dest = nullptr;
+    std::vector<MemoryPiece> dest;
     uint64_t digest = 0;
     Status status;
   };

@@ -69,8 +69,8 @@ bool SegmentReader::ReadSegment(FetchPeer& peer, FetchSegment& seg, const FetchG
 }
 
 Status SegmentReader::ReadRanges(FetchPeer& peer, uint64_t ticket, uint32_t index,
-                                 const GrantAnswer& ans, uint8_t* dest, size_t ranges,
-                                 std::vector<KnownChecksum>* verified) {
+                                 const GrantAnswer& ans, std::span<const MemoryPiece> dest,
+                                 size_t ranges, std::vector<KnownChecksum>* verified) {
   ranges = RangesFor(ans.size, ranges);
   verified->assign(ranges, KnownChecksum{});
   if (ranges == 1) {
@@ -87,7 +87,7 @@ Status SegmentReader::ReadRanges(FetchPeer& peer, uint64_t ticket, uint32_t inde
     (*verified)[r].offset = off;
     (*verified)[r].length = len;
     got[r] = transport_->Read(peer.data_endpoint, {ticket, index, ans.generation, off, len},
-                              dest + off, &(*verified)[r].digest);
+                              SliceOf(dest, off, len), &(*verified)[r].digest);
   };
   std::vector<std::thread> others;
   for (size_t r = 1; r < ranges; ++r) others.emplace_back(read, r);
@@ -103,8 +103,45 @@ Status SegmentReader::ReadRanges(FetchPeer& peer, uint64_t ticket, uint32_t inde
   return Status::Ok();
 }
 
+void SegmentReader::ReadFailed(FetchPeer& peer, FetchItem& item, const Status& st) {
+  if (st.code() == Code::kIoError) {
+    counters_->checksum_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  counters_->miss_read.fetch_add(1, std::memory_order_relaxed);
+  item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
+}
+
+void SegmentReader::FinishInto(FetchItem& item, uint64_t size) {
+  item.read_size = size;
+  counters_->into_objects.fetch_add(1, std::memory_order_relaxed);
+  counters_->into_bytes.fetch_add(size, std::memory_order_relaxed);
+  item.status = Status::Ok();
+}
+
+Status SegmentReader::ReadInto(FetchPeer& peer, FetchItem& item, uint64_t ticket, uint32_t index,
+                               const GrantAnswer& ans, size_t ranges) {
+  if (Status fits = item.into->Fits(ans.size); !fits.ok()) {
+    item.status = std::move(fits);
+    return Status::Ok();
+  }
+  const std::vector<MemoryPiece> dest = SliceOf(item.into->pieces, 0, ans.size);
+  peer.inflight_bytes.fetch_add(ans.size);
+  TraceScope read_trace(Trace().read);
+  std::vector<KnownChecksum> verified;
+  const Status st = ReadRanges(peer, ticket, index, ans, dest, ranges, &verified);
+  read_trace.End(st.ok());
+  peer.inflight_bytes.fetch_sub(ans.size);
+  if (!st.ok()) {
+    ReadFailed(peer, item, st);
+    return st;
+  }
+  FinishInto(item, ans.size);
+  return Status::Ok();
+}
+
 Status SegmentReader::ReadOne(FetchPeer& peer, FetchItem& item, uint64_t ticket, uint32_t index,
                               const GrantAnswer& ans, size_t ranges) {
+  if (item.into != nullptr) return ReadInto(peer, item, ticket, index, ans, ranges);
   const std::string name_space = item.loc.name_space;
   const Caller caller(kFetchSession, 0, name_space);
   Result<AllocGrant> g =
@@ -132,13 +169,13 @@ Status SegmentReader::ReadOne(FetchPeer& peer, FetchItem& item, uint64_t ticket,
   peer.inflight_bytes.fetch_add(ans.size);
   TraceScope read_trace(Trace().read);
   std::vector<KnownChecksum> verified;  // kept with the value: a READ from here sends them
-  const Status st = ReadRanges(peer, ticket, index, ans, g->data, ranges, &verified);
+  const MemoryPiece into[] = {{g->data, ans.size}};
+  const Status st = ReadRanges(peer, ticket, index, ans, into, ranges, &verified);
   read_trace.End(st.ok());
   peer.inflight_bytes.fetch_sub(ans.size);
   if (!st.ok()) {
     (void)store_->Abort(caller, g->alloc_id);
-    counters_->miss_read.fetch_add(1, std::memory_order_relaxed);
-    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
+    ReadFailed(peer, item, st);
     return st;
   }
   CommitFetched(item, caller, g->alloc_id, verified);
@@ -216,11 +253,11 @@ Status SegmentReader::CompareHeld(FetchPeer& peer, FetchItem& item, uint64_t tic
   }
   peer.inflight_bytes.fetch_add(ans.size);
   std::vector<KnownChecksum> verified;
-  const Status st = ReadRanges(peer, ticket, index, ans, bytes.get(), ranges, &verified);
+  const MemoryPiece into[] = {{bytes.get(), ans.size}};
+  const Status st = ReadRanges(peer, ticket, index, ans, into, ranges, &verified);
   peer.inflight_bytes.fetch_sub(ans.size);
   if (!st.ok()) {
-    counters_->miss_read.fetch_add(1, std::memory_order_relaxed);
-    item.status = NotFound("READ from " + peer.node + " failed: " + st.message());
+    ReadFailed(peer, item, st);
     return st;
   }
   item.status =

@@ -40,11 +40,16 @@ class SegmentReader {
   // the authorization) and sets every item's status; false when the owner is
   // unreachable (the items not attempted then miss, naming it).
   bool ReadSegment(FetchPeer& peer, FetchSegment& seg, const FetchGrant& grant);
-  // READs [0, size) of granted item `index` into `dest` as `ranges` ranges
-  // at once; *verified gets each range and the checksum it was verified
-  // against. An unreachable owner's UNAVAILABLE first, else the first error.
+  // READs [0, size) of granted item `index` into `dest` (pieces of `size`
+  // bytes in all) as `ranges` ranges at once; *verified gets each range and
+  // the checksum it was verified against. An unreachable owner's UNAVAILABLE
+  // first, else the first error (IO_ERROR: a checksum mismatch, counted).
   Status ReadRanges(FetchPeer& peer, uint64_t ticket, uint32_t index, const GrantAnswer& answer,
-                    uint8_t* dest, size_t ranges, std::vector<KnownChecksum>* verified);
+                    std::span<const MemoryPiece> dest, size_t ranges,
+                    std::vector<KnownChecksum>* verified);
+  // A FetchInto item whose `size` bytes are in its memory, verified: sets its
+  // status and size and the counters.
+  void FinishInto(FetchItem& item, uint64_t size);
   // Commits a fetched value's allocation with the checksums its READs were
   // verified against, and sets the item's status and the counters.
   void CommitFetched(FetchItem& item, const Caller& caller, uint64_t alloc_id,
@@ -57,6 +62,11 @@ class SegmentReader {
   // error (UNAVAILABLE: the owner is unreachable), else OK.
   Status ReadOne(FetchPeer& peer, FetchItem& item, uint64_t ticket, uint32_t index,
                  const GrantAnswer& answer, size_t ranges);
+  // ReadOne for a FetchInto item: READs and verifies straight into its memory.
+  Status ReadInto(FetchPeer& peer, FetchItem& item, uint64_t ticket, uint32_t index,
+                  const GrantAnswer& answer, size_t ranges);
+  // Counts a READ that failed, and sets the item's miss.
+  void ReadFailed(FetchPeer& peer, FetchItem& item, const Status& st);
   // A Pull of a key held here: READs the granted item into memory of its own
   // and sets the item's status by comparing it with the value held here (OK
   // when the bytes are the same); the READ's error, else OK. When the key is

@@ -237,6 +237,7 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   std::string max_object = "64MiB";
   std::string max_frame = "0";
   std::string max_pinned = "0";
+  std::string max_registered = "4GiB", max_registered_client = "1GiB";
   std::string uds_mode = "0660";
 
   CLI::App app{"tierkv-server: the tierkv manager (tiered KV-cache store)", "tierkv-server"};
@@ -264,6 +265,13 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--max-pinned-bytes", max_pinned,
                  "most bytes one client connection may hold pinned as zero-copy views "
                  "(0 = a quarter of --dram-size)");
+  app.add_option("--max-registered-bytes", max_registered,
+                 "most bytes of client memory registered for gets to write into, all clients "
+                 "together (0 = registration refused)");
+  app.add_option("--max-registered-bytes-per-client", max_registered_client,
+                 "most bytes of memory one client connection may register");
+  app.add_option("--max-registered-regions-per-client", c.server.max_registered_regions_per_client,
+                 "most memory regions one client connection may register at once");
   app.add_option("--max-group-bytes", c.store.max_group_bytes, "longest group_id accepted");
   app.add_option("--max-batch", c.server.max_batch, "most items in one batch call");
   app.add_option("--max-metric-ranks", c.server.max_metric_ranks,
@@ -330,6 +338,9 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
   app.add_option("--inject-alloc-failures", c.inject_alloc_failures,
                  "testing only: fail every Nth DRAM allocation as if the pool were full "
                  "(0 = never)");
+  app.add_option("--inject-read-checksum-failures", c.inject_read_checksum_failures,
+                 "testing only: send every Nth READ this manager answers on its data channel "
+                 "with a wrong checksum (0 = never)");
   RestOptions& rest = c.rest;
   std::string max_body = "8MiB";
   app.add_option("--metrics-url,--ock.mmc.meta_service.metrics_url", rest.url,
@@ -471,6 +482,16 @@ Result<ManagerConfig> ParseManagerConfig(const std::vector<std::string>& args, b
     return st;
   }
   if (Status st = Validate(c, uds_mode, max_frame, max_pinned); !st.ok()) return st;
+  if (Status st =
+          SizeOption("max-registered-bytes", max_registered, &c.server.max_registered_bytes);
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = SizeOption("max-registered-bytes-per-client", max_registered_client,
+                             &c.server.max_registered_bytes_per_client);
+      !st.ok()) {
+    return st;
+  }
   if (Status st = HbmOptions(hbm_devices, hbm_size, &c.hbm); !st.ok()) return st;
   if (Status st = SizeOption("ssd-size", ssd_size, &c.ssd.size); !st.ok()) return st;
   if (!c.ssd.dir.empty() && c.ssd.size < (8u << 20)) {

@@ -75,6 +75,7 @@ struct ManagerConfig {
   // (0 = never). Lets tests drive NO_SPACE paths in a real process.
   uint32_t inject_alloc_failures = 0;
   uint32_t inject_commit_failures = 0;
+  uint32_t inject_read_checksum_failures = 0;  // every Nth READ answered gets a wrong checksum
   RestOptions rest;
   ClusterConfig cluster;
 };

@@ -89,6 +89,10 @@ Status Manager::WireRemoteReads() {
   transfer::DataServerOptions dso;
   dso.listen = cl.data_addr;
   dso.tls = tls;
+  if (const uint32_t every = config_.inject_read_checksum_failures; every > 0) {
+    auto calls = std::make_shared<std::atomic<uint64_t>>(0);
+    dso.corrupt_read = [every, calls] { return ++*calls % every == 0; };
+  }
   if (dso.listen.empty()) {  // the --addr host, a port of the system's choosing
     dso.listen = cl.addr.substr(0, cl.addr.rfind(':')) + ":0";
   }

@@ -20,6 +20,18 @@ std::vector<Status> IndexCatalog::Fetch(std::string_view tenant,
   return fetcher_->Fetch(tenant, keys, superseded);
 }
 
+std::vector<Result<uint64_t>> IndexCatalog::FetchInto(std::string_view tenant,
+                                                      std::span<const std::string_view> keys,
+                                                      std::string_view name_space,
+                                                      std::span<const IntoDest> dests) const {
+  std::string why = OutOfScope(name_space);
+  if (fetcher_ == nullptr) why = "remote reads are off";
+  if (!why.empty()) {
+    return std::vector<Result<uint64_t>>(keys.size(), NotFound("not found here; " + why));
+  }
+  return fetcher_->FetchInto(tenant, keys, dests);
+}
+
 RemoteAnswer IndexCatalog::Lookup(std::string_view tenant, std::string_view key,
                                   std::string_view name_space) const {
   RemoteAnswer a;

@@ -30,6 +30,10 @@ class IndexCatalog final : public RemoteCatalog {
   std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
                             std::string_view name_space,
                             std::vector<uint64_t>* superseded) const override;
+  std::vector<Result<uint64_t>> FetchInto(std::string_view tenant,
+                                          std::span<const std::string_view> keys,
+                                          std::string_view name_space,
+                                          std::span<const IntoDest> dests) const override;
 
  private:
   // Why `name_space` is outside the scope; empty when inside.

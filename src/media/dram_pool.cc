@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/prefault.h"
+#include "common/shared_memory.h"
 
 namespace tierkv {
 namespace {
@@ -38,24 +39,6 @@ uint64_t PmdMappedBytes(const void* base) {
     }
   }
   return 0;
-}
-
-// Creates a memfd of `bytes`, maps it shared read-write, then seals it with
-// `seals` (F_SEAL_* bits): the descriptor goes to clients, and one that could
-// shrink the file would make this process's next touch of the lost pages
-// fault. Returns nullptr on failure (errno tells), the descriptor closed again.
-void* MapNewMemfd(const char* name, uint64_t bytes, int seals, int* fd) {
-  *fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (*fd < 0) return nullptr;
-  if (ftruncate(*fd, static_cast<off_t>(bytes)) == 0) {
-    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
-    if (base != MAP_FAILED && fcntl(*fd, F_ADD_SEALS, seals) == 0) return base;
-    if (base != MAP_FAILED) munmap(base, bytes);
-  }
-  const int err = errno;
-  close(*fd);
-  errno = err;
-  return nullptr;
 }
 
 }  // namespace

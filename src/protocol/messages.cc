@@ -168,6 +168,55 @@ Status BatchKeysRequest::Decode(Reader& r, uint32_t max_batch) {
   return r.Finish("batch keys");
 }
 
+void GetIntoRequest::Encode(Writer& w) const {
+  w.Str(tenant);
+  w.U32(static_cast<uint32_t>(items.size()));
+  for (const Item& it : items) {
+    w.Str(it.key);
+    w.U8(it.flags);
+    w.U32(it.piece_count);
+    for (uint32_t p = 0; p < it.piece_count; ++p) {
+      const Piece& piece = pieces[it.first_piece + p];
+      w.U64(piece.region);
+      w.U64(piece.offset);
+      w.U64(piece.length);
+    }
+  }
+}
+
+Status GetIntoRequest::Decode(Reader& r, uint32_t max_batch, uint32_t max_pieces) {
+  constexpr size_t kPieceBytes = 24;
+  tenant = r.Str();
+  const uint32_t n = r.Count(kMinKeyBytes + 1 + 4 + kPieceBytes);
+  if (Status st = CheckBatch(n, max_batch, r, "batch_get_into"); !st.ok()) return st;
+  items.resize(n);
+  pieces.clear();
+  for (Item& it : items) {
+    it.key = r.Str();
+    it.flags = r.U8();
+    const uint32_t m = r.Count(kPieceBytes);
+    if (!r.ok()) break;
+    if ((it.flags & ~kIntoExact) != 0) {
+      return InvalidArgument("batch_get_into: unknown item flag bits " + std::to_string(it.flags));
+    }
+    if (m == 0) return InvalidArgument("batch_get_into: an item names no memory to fill");
+    if (pieces.size() + m > max_pieces) {
+      return Status(Code::kTooLarge, "batch_get_into: more than " + std::to_string(max_pieces) +
+                                         " pieces of memory in one request");
+    }
+    it.first_piece = static_cast<uint32_t>(pieces.size());
+    it.piece_count = m;
+    for (uint32_t p = 0; p < m; ++p) {
+      Piece piece;
+      piece.region = r.U64();
+      piece.offset = r.U64();
+      piece.length = r.U64();
+      pieces.push_back(piece);
+    }
+  }
+  return r.Finish("batch_get_into");
+}
+
 void BatchAllocRequest::Encode(Writer& w) const {
   w.Str(tenant);
   w.U32(static_cast<uint32_t>(items.size()));

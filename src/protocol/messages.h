@@ -208,6 +208,34 @@ struct BatchPutRequest {
   Status Decode(Reader& r, uint32_t max_batch);
 };
 
+// BATCH_GET_INTO: values written by the manager into the client's registered
+// memory (REGISTER). Each item names where its value goes: pieces of
+// registered regions, filled in order. The pieces of all items are one flat
+// list; an item owns `piece_count` of them from `first_piece`.
+inline constexpr uint8_t kIntoExact = 1;  // item flag: the value must fill its pieces exactly
+struct GetIntoRequest {
+  struct Piece {
+    uint64_t region = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  struct Item {
+    std::string_view key;
+    uint8_t flags = 0;
+    uint32_t first_piece = 0;
+    uint32_t piece_count = 0;
+  };
+  std::string_view tenant;
+  std::vector<Item> items;
+  std::vector<Piece> pieces;
+  // Wire: T, `u32 n`, n × (K, `u8 flags`, `u32 m`, m × (`u64 region`, `u64
+  // offset`, `u64 length`)).
+  void Encode(Writer& w) const;
+  // Refuses more than `max_batch` items, more than `max_pieces` pieces in
+  // all, unknown flag bits and items with no piece.
+  Status Decode(Reader& r, uint32_t max_batch, uint32_t max_pieces);
+};
+
 // Client-side figures of one operation over the last report window.
 struct OpWindow {
   uint8_t op = 0;                                     // 0 batch_put, 1 batch_get, 2 batch_exist

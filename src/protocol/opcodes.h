@@ -39,6 +39,9 @@
   X(kBatchQuery, 27, "batch_query", "TP_MMC_META_BATCH_QUERY")          \
   X(kBatchRemove, 28, "batch_remove", "TP_MMC_META_BATCH_REMOVE")       \
   X(kReportMetrics, 29, "report_metrics", "TP_MMC_META_REPORT_METRICS") \
-  X(kBatchLocate, 30, "batch_locate", "TP_MMC_META_BATCH_GET")
+  X(kBatchLocate, 30, "batch_locate", "TP_MMC_META_BATCH_GET")          \
+  X(kRegister, 31, "register", "TP_MMC_META_REGISTER")                  \
+  X(kUnregister, 32, "unregister", "TP_MMC_META_UNREGISTER")            \
+  X(kBatchGetInto, 33, "batch_get_into", "TP_MMC_META_BATCH_GET")
 
 #endif  // TIERKV_PROTOCOL_OPCODES_H_

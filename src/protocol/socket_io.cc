@@ -152,6 +152,54 @@ class SpinWindow {
 
 }  // namespace
 
+FdQueue::~FdQueue() {
+  for (size_t i = 0; i < n_; ++i) close(fds_[i]);
+}
+
+void FdQueue::Push(int fd) {
+  if (n_ == kCapacity) {
+    close(fd);
+    return;
+  }
+  fds_[n_++] = fd;
+}
+
+int FdQueue::Take() {
+  if (n_ == 0) return -1;
+  const int fd = fds_[0];
+  for (size_t i = 1; i < n_; ++i) fds_[i - 1] = fds_[i];
+  --n_;
+  return fd;
+}
+
+namespace {
+
+// recv, or with `fds` a recvmsg whose passed descriptors go there.
+ssize_t Receive(int fd, void* buf, size_t len, int flags, FdQueue* fds) {
+  if (fds == nullptr) return recv(fd, buf, len, flags);
+  iovec iov{buf, len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t r = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
+  if (r < 0 || msg.msg_controllen == 0) return r;
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got = -1;
+      std::memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      fds->Push(got);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
 bool SpinReadable(int fd, int spin_us) {
   SpinWindow spin(spin_us);
   if (!spin.open()) return false;
@@ -163,13 +211,13 @@ bool SpinReadable(int fd, int spin_us) {
   }
 }
 
-Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int timeout_ms,
-                int spin_us) {
+Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int timeout_ms, int spin_us,
+                FdQueue* fds) {
   auto* p = static_cast<uint8_t*>(buf);
   size_t done = 0;
   if (SpinWindow spin(spin_us); spin.open()) {
     while (done < min) {
-      const ssize_t r = recv(fd, p + done, max - done, MSG_DONTWAIT);
+      const ssize_t r = Receive(fd, p + done, max - done, MSG_DONTWAIT, fds);
       if (r > 0) {
         done += static_cast<size_t>(r);
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -181,7 +229,7 @@ Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int time
   }
   while (done < min) {
     // With a timeout: try first, sleep in poll only when nothing is there yet.
-    const ssize_t r = recv(fd, p + done, max - done, timeout_ms >= 0 ? MSG_DONTWAIT : 0);
+    const ssize_t r = Receive(fd, p + done, max - done, timeout_ms >= 0 ? MSG_DONTWAIT : 0, fds);
     if (r > 0) {
       done += static_cast<size_t>(r);
     } else if (r == 0) {
@@ -197,9 +245,9 @@ Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int time
   return Status::Ok();
 }
 
-Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us) {
+Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us, FdQueue* fds) {
   size_t got = 0;
-  return n == 0 ? Status::Ok() : ReadSome(fd, buf, n, n, &got, timeout_ms, spin_us);
+  return n == 0 ? Status::Ok() : ReadSome(fd, buf, n, n, &got, timeout_ms, spin_us, fds);
 }
 
 BufferedReader::BufferedReader() = default;
@@ -220,8 +268,8 @@ Status BufferedReader::Read(int fd, void* buf, size_t n, int timeout_ms, int spi
   const size_t rest = n - take;
   size_t got = rest;
   Status st = rest >= kCapacity
-                  ? ReadFull(fd, out + take, rest, timeout_ms, spin_us)
-                  : ReadSome(fd, Buffer(), rest, kCapacity, &got, timeout_ms, spin_us);
+                  ? ReadFull(fd, out + take, rest, timeout_ms, spin_us, fds_)
+                  : ReadSome(fd, Buffer(), rest, kCapacity, &got, timeout_ms, spin_us, fds_);
   if (!st.ok()) {
     if (take > 0 && st.code() == Code::kUnavailable) {
       return Status(Code::kIoError, "connection closed in the middle of a frame");
@@ -243,7 +291,7 @@ bool BufferedReader::SpinFill(int fd, int spin_us) {
   uint8_t* b = Buffer();
   begin_ = end_ = 0;
   for (;;) {
-    const ssize_t r = recv(fd, b, kCapacity, MSG_DONTWAIT);
+    const ssize_t r = Receive(fd, b, kCapacity, MSG_DONTWAIT, fds_);
     if (r > 0) {
       end_ = static_cast<size_t>(r);
       return true;

@@ -109,6 +109,30 @@ class WaitsByKind {
   std::array<WaitAverage, kSlots> kinds_;
 };
 
+// Descriptors a peer passed (SCM_RIGHTS) with the bytes a BufferedReader
+// read, oldest first, for the request they came with to take. Holds at most
+// kCapacity; one that comes while it is full is closed at once, so a peer
+// that sends descriptors nobody asks for cannot make this process hold more.
+// Owns what it holds (closed by Take's caller, or by the destructor).
+// Not thread-safe.
+class FdQueue {
+ public:
+  static constexpr size_t kCapacity = 2;
+  FdQueue() = default;
+  ~FdQueue();
+  FdQueue(const FdQueue&) = delete;
+  FdQueue& operator=(const FdQueue&) = delete;
+  // Takes `fd`, or closes it when full.
+  void Push(int fd);
+  // The oldest descriptor (the caller owns it), or -1 when none came.
+  int Take();
+  size_t size() const { return n_; }
+
+ private:
+  std::array<int, kCapacity> fds_{};
+  size_t n_ = 0;
+};
+
 // Reads exactly `n` bytes. `timeout_ms` < 0 waits forever; otherwise a stall of
 // that long between bytes fails with IO_ERROR. A clean end of stream before the
 // first byte is UNAVAILABLE ("connection closed"); in the middle, IO_ERROR.
@@ -119,13 +143,16 @@ class WaitsByKind {
 // expected to answer avoids it. The poll yields the core between tries, and
 // a yield that comes back late starts a quiet period of the calling thread's
 // SpinBackoff (shared with SpinReadable) in which it does not spin.
-Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0);
+// With `fds`, descriptors passed with the bytes (a Unix socket) go there;
+// without, the kernel drops them.
+Status ReadFull(int fd, void* buf, size_t n, int timeout_ms, int spin_us = 0,
+                FdQueue* fds = nullptr);
 
 // Reads at least `min` and at most `max` bytes (0 < min <= max) into `buf`,
 // whatever more than `min` is already there; *got is the count. Waits, spins
 // and fails as ReadFull.
 Status ReadSome(int fd, void* buf, size_t min, size_t max, size_t* got, int timeout_ms,
-                int spin_us = 0);
+                int spin_us = 0, FdQueue* fds = nullptr);
 
 // Reads a stream socket through a small buffer, so that a frame's header and
 // a short body (and often the frame behind them) cost one recv, not two or
@@ -161,9 +188,13 @@ class BufferedReader {
   // else busy-polls by reading into the buffer for up to `spin_us`; true when
   // bytes came, or the socket ended or failed (the next Read reports it).
   bool SpinFill(int fd, int spin_us);
+  // From now on, descriptors passed with the bytes read go to `fds` (not
+  // owned; outlives the reader), for a request to take (a Unix socket).
+  void CollectFds(FdQueue* fds) { fds_ = fds; }
 
  private:
   uint8_t* Buffer();
+  FdQueue* fds_ = nullptr;
 
   std::unique_ptr<uint8_t[]> buf_;
   size_t begin_ = 0, end_ = 0;

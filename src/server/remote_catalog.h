@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/memory_piece.h"
 #include "tierkv/status.h"
 #include "tierkv/types.h"
 
@@ -43,6 +44,15 @@ class RemoteCatalog {
   virtual std::vector<Status> Fetch(std::string_view tenant, std::span<const std::string_view> keys,
                                     std::string_view name_space,
                                     std::vector<uint64_t>* superseded) const = 0;
+  // Reads `keys` of `tenant` held by other managers straight into `dests`
+  // (one per key), keeping no copy here. One result per key, in order: the
+  // value's size once its bytes are in place and verified; NOT_FOUND with the
+  // reason as Fetch; what IntoDest::Fits says when the value does not fit
+  // (nothing read). On an error the destination may hold part of a value.
+  virtual std::vector<Result<uint64_t>> FetchInto(std::string_view tenant,
+                                                  std::span<const std::string_view> keys,
+                                                  std::string_view name_space,
+                                                  std::span<const IntoDest> dests) const = 0;
 };
 
 }  // namespace tierkv

@@ -15,6 +15,9 @@ using proto::Writer;
 
 RequestHandler::RequestHandler(const HandlerContext& ctx, bool shm, uint64_t session_id)
     : ctx_(ctx), shm_(shm) {
+  if (shm && ctx.registered != nullptr && ctx.registered->limits().total_bytes > 0) {
+    regions_ = std::make_unique<SessionRegions>(ctx.registered);
+  }
   caller_.session = session_id;
   caller_.rank = 0;
 }

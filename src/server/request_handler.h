@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,10 +31,14 @@
 #include "protocol/codec.h"
 #include "protocol/frame.h"
 #include "server/client_metrics.h"
+#include "server/registered_memory.h"
 #include "server/remote_catalog.h"
 #include "store/store.h"
 
 namespace tierkv {
+namespace proto {
+class FdQueue;
+}  // namespace proto
 
 struct ServerOptions;
 
@@ -43,6 +48,7 @@ struct HandlerContext {
   Store* store = nullptr;
   ClientMetrics* client_metrics = nullptr;
   const RemoteCatalog* catalog = nullptr;  // cluster mode; null: local only
+  RegisteredMemory* registered = nullptr;  // null: REGISTER refused
 };
 
 class RequestHandler {
@@ -58,6 +64,10 @@ class RequestHandler {
   // on an error the caller answers the status and its message, and whatever
   // was appended is to be dropped. Each kind is timed under its tracepoint.
   Status Handle(const proto::FrameHeader& h, std::string_view body, std::string* reply);
+
+  // Where the descriptors passed with the connection's bytes wait (a Unix
+  // socket; not owned, outlives the handler): REGISTER takes its region's.
+  void SetFdQueue(proto::FdQueue* fds) { fds_ = fds; }
 
   bool hello_done() const { return hello_done_; }
   // After a successful HELLO over a Unix socket: whether the client asked
@@ -89,6 +99,14 @@ class RequestHandler {
   // Appends a grant (with its placement when `placement`: kLookupHbm asked).
   void EncodeGrant(const LeaseGrant& g, ReadHold hold, bool placement = false);
   Status RequireShm(std::string_view op) const;
+  // RequireShm, and a manager that takes registered memory.
+  Status RequireRegistration(std::string_view op) const;
+  // BATCH_GET_INTO once its memory is resolved: items idx[j] (key keys[j],
+  // memory dests[idx[j]]) are read from the store, and those it misses from
+  // their owners (cluster mode), into out[idx[j]].
+  void GetIntoLocal(std::string_view tenant, std::span<const std::string_view> keys,
+                    std::span<const size_t> idx, std::span<const IntoDest> dests,
+                    std::vector<Result<uint64_t>>& out);
   static Status CheckLookupFlags(proto::Opcode op, uint8_t flags);
 
   // The read path. A lease of the local value; in cluster mode a local miss
@@ -122,6 +140,10 @@ class RequestHandler {
   std::unordered_set<uint64_t> allocs_;
   std::unordered_set<uint64_t> leases_;
   std::atomic<uint64_t> pins_{0};  // PINs held (the store releases them all at the end)
+  proto::FdQueue* fds_ = nullptr;
+  // This session's registered regions (null: the manager takes none); unmapped
+  // when the session ends.
+  std::unique_ptr<SessionRegions> regions_;
 };
 
 // One handler per request kind, defined in request_handler*.cc.

@@ -34,7 +34,11 @@ Status IoError(const std::string& what) {
 }  // namespace
 
 Server::Server(const ServerOptions& options, Store* store)
-    : options_(options), store_(store), client_metrics_(options.max_metric_ranks) {}
+    : options_(options),
+      store_(store),
+      client_metrics_(options.max_metric_ranks),
+      registered_({options.max_registered_bytes, options.max_registered_bytes_per_client,
+                   options.max_registered_regions_per_client}) {}
 
 Server::~Server() { Stop(); }
 

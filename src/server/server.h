@@ -43,6 +43,7 @@
 
 #include "common/metric_sink.h"
 #include "server/client_metrics.h"
+#include "server/registered_memory.h"
 #include "server/remote_catalog.h"
 #include "store/store.h"
 #include "tierkv/status.h"
@@ -65,6 +66,12 @@ struct ServerOptions {
       200;  // most a worker waits for the next request (2 x the client's gap), then parks
   uint32_t max_metric_ranks = 1024;          // client ranks whose reported metrics are kept at once
   uint64_t max_pinned_bytes = 256ull << 20;  // held by one connection's PINs (0: PIN refused)
+  // Client memory registered for gets to write into (REGISTER): all
+  // connections together (0: REGISTER refused), one connection, and the
+  // regions one connection may hold.
+  uint64_t max_registered_bytes = 4ull << 30;
+  uint64_t max_registered_bytes_per_client = 1ull << 30;
+  uint32_t max_registered_regions_per_client = 16;
 };
 
 // How a session came by a client's next request: it was busy-polling for it
@@ -119,6 +126,7 @@ class Server {
 
   // What clients reported about their transfers (for /metrics).
   ClientMetrics& client_metrics() { return client_metrics_; }
+  RegisteredMemory& registered() { return registered_; }
   const ClientMetrics& client_metrics() const { return client_metrics_; }
 
   // Used by sessions.
@@ -182,6 +190,7 @@ class Server {
   std::atomic<uint64_t> protocol_errors_{0};
   std::array<std::atomic<uint64_t>, kRequestWaitKinds> request_waits_{};
   ClientMetrics client_metrics_;
+  RegisteredMemory registered_;
 };
 
 }  // namespace tierkv

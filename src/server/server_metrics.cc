@@ -57,6 +57,7 @@ void Server::ReportMetrics(MetricSink& sink) const {
                 {"slept", waits(RequestWait::kSlept)}});
   sink.One(kWorkers, s.worker_threads);
   client_metrics_.ReportMetrics(sink);
+  registered_.ReportMetrics(sink);
 }
 
 void ClientMetrics::ReportMetrics(MetricSink& sink) const {

@@ -21,9 +21,15 @@ Session::Session(Server* server, Store* store, int fd, bool unix_socket, uint64_
       unix_socket_(unix_socket),
       handshake_deadline_ns_(handshake_deadline_ns),
       clock_(RealClock()),
-      handler_({&server->options(), store, &server->client_metrics(), server->catalog()},
+      handler_({&server->options(), store, &server->client_metrics(), server->catalog(),
+                &server->registered()},
                unix_socket, id),
-      pacer_(server->options().spin_us) {}
+      pacer_(server->options().spin_us) {
+  if (unix_socket) {
+    reader_.CollectFds(&fds_);
+    handler_.SetFdQueue(&fds_);
+  }
+}
 
 namespace {
 

@@ -75,6 +75,7 @@ class Session {
   const Clock* const clock_;
   RequestHandler handler_;
   RequestPacer pacer_;
+  proto::FdQueue fds_;            // descriptors the client passed, for REGISTER
   proto::BufferedReader reader_;  // every read of fd_ goes through it
   std::string body_;              // request body buffer, reused
   std::string reply_;             // reply frame buffer, reused

@@ -69,6 +69,10 @@ struct DataServer::Slot {
 
 struct DataServer::Impl {
   Impl(DataServerOptions o, GrantSource* s) : options(std::move(o)), source(s) {}
+  // `sum`, or a wrong checksum when options.corrupt_read says so.
+  uint64_t Corrupted(uint64_t sum) const {
+    return options.corrupt_read && options.corrupt_read() ? ~sum : sum;
+  }
 
   asio::awaitable<void> Accept();
   // Whether a new connection may be served: fewer than max_connections are
@@ -369,7 +373,7 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
   if (known != 0 || length <= kHashPiece) {  // the hash known or taken first: all in one write
     const uint64_t sum = known != 0 ? known : ValueChecksum(data, length);
     if (digests != nullptr && known == 0) digests->Remember(offset, length, size, sum);
-    PutU64(sum, trailer.data());
+    PutU64(Corrupted(sum), trailer.data());
     co_return co_await WriteBounded(
         sock, timer,
         std::array<asio::const_buffer, 3>{asio::buffer(head.data(), head.size()),
@@ -389,7 +393,7 @@ asio::awaitable<bool> DataServer::Impl::SendBody(Stream& sock, asio::steady_time
     off += n;
   }
   const uint64_t sum = hasher.Digest();
-  PutU64(sum, trailer.data());
+  PutU64(Corrupted(sum), trailer.data());
   if (digests != nullptr) digests->Remember(offset, length, size, sum);
   co_return co_await WriteBounded(sock, timer, asio::buffer(trailer.data(), trailer.size()));
 }

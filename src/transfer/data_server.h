@@ -29,6 +29,7 @@
 #define TIERKV_TRANSFER_DATA_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,10 @@ struct DataServerOptions {
   int64_t idle_timeout_ms = 300000;
   int64_t io_timeout_ms = 10000;
   TlsFiles tls;  // enabled: every connection is TLS with a certificate the CA signed
+  // Fault injection (tests): called once per READ answered with bytes; true
+  // sends that answer with a wrong checksum in its trailer (the bytes and
+  // the checksums kept are untouched). Null: never.
+  std::function<bool()> corrupt_read;
 };
 
 struct DataServerStats {

@@ -136,9 +136,29 @@ asio::awaitable<Status> Send(Stream& sock, const Buffers& bufs, const std::strin
 
 // The answer to a READ already sent. *in_step: the connection may carry
 // another request (an answer, or a refusal read to its end).
+// The next bytes of `dest` to read at once: up to kHashPiece of them from
+// piece *at (byte *offset on), across pieces; the cursor moves past them.
+void NextBatch(std::span<const MemoryPiece> dest, size_t* at, uint64_t* offset,
+               std::vector<asio::mutable_buffer>* batch) {
+  batch->clear();
+  uint64_t got = 0;
+  while (got < kHashPiece && *at < dest.size()) {
+    const MemoryPiece& p = dest[*at];
+    const uint64_t n = std::min<uint64_t>(p.size - *offset, kHashPiece - got);
+    if (n > 0) batch->push_back(asio::buffer(p.data + *offset, n));
+    got += n;
+    *offset += n;
+    if (*offset == p.size) {
+      ++*at;
+      *offset = 0;
+    }
+  }
+}
+
 template <class Stream>
-asio::awaitable<Status> ReadAnswer(Stream& sock, const ReadRequest& req, uint8_t* dest,
-                                   const std::string& endpoint, bool* in_step, uint64_t* checksum) {
+asio::awaitable<Status> ReadAnswer(Stream& sock, const ReadRequest& req,
+                                   std::span<const MemoryPiece> dest, const std::string& endpoint,
+                                   bool* in_step, uint64_t* checksum) {
   ResponseHead head;
   if (Status st = co_await ReadHead(sock, endpoint, &head); !st.ok()) co_return st;
   if (head.code != 0) {
@@ -153,28 +173,38 @@ asio::awaitable<Status> ReadAnswer(Stream& sock, const ReadRequest& req, uint8_t
                                                " bytes announced, " + std::to_string(req.length) +
                                                " asked");
   }
+  if (TotalSize(dest) != req.length) {
+    co_return Status(Code::kInternal, "data channel: a READ of " + std::to_string(req.length) +
+                                          " bytes into " + std::to_string(TotalSize(dest)));
+  }
   std::array<uint8_t, kTrailerBytes> trailer{};
   uint64_t sum = 0;
-  if (req.length <= kHashPiece) {  // one piece: body and trailer in one read
-    const std::array<asio::mutable_buffer, 2> bufs{asio::buffer(dest, req.length),
-                                                   asio::buffer(trailer)};
-    auto [bec, bn] = co_await asio::async_read(sock, bufs, kWholeRest, kAwaitTuple);
+  // The bytes come in batches of at most kHashPiece, each hashed while it is
+  // still in cache and the owner sends the next; the last batch and the
+  // trailer in one read.
+  std::vector<asio::mutable_buffer> batch;
+  size_t at = 0;
+  uint64_t offset = 0;
+  NextBatch(dest, &at, &offset, &batch);
+  if (at == dest.size() && batch.size() <= 1) {  // one batch of one piece: hashed in one go
+    batch.push_back(asio::buffer(trailer));
+    auto [bec, bn] = co_await asio::async_read(sock, batch, kWholeRest, kAwaitTuple);
     if (bec) co_return Lost(endpoint, bec.message());
-    sum = ValueChecksum(dest, req.length);
+    sum = req.length == 0 ? ValueChecksum(nullptr, 0)
+                          : ValueChecksum(static_cast<const uint8_t*>(batch[0].data()), req.length);
   } else {
-    // Pieces are hashed as they arrive, while the owner sends the next ones.
     ValueHasher hasher;
-    for (uint64_t off = 0; off < req.length;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(kHashPiece, req.length - off));
-      auto [bec, bn] =
-          co_await asio::async_read(sock, asio::buffer(dest + off, n), kWholeRest, kAwaitTuple);
+    for (;;) {
+      const bool last = at == dest.size();
+      if (last) batch.push_back(asio::buffer(trailer));
+      auto [bec, bn] = co_await asio::async_read(sock, batch, kWholeRest, kAwaitTuple);
       if (bec) co_return Lost(endpoint, bec.message());
-      hasher.Update(dest + off, n);
-      off += n;
+      for (size_t b = 0; b < batch.size() - (last ? 1 : 0); ++b) {
+        hasher.Update(static_cast<const uint8_t*>(batch[b].data()), batch[b].size());
+      }
+      if (last) break;
+      NextBatch(dest, &at, &offset, &batch);
     }
-    auto [tec, tn] =
-        co_await asio::async_read(sock, asio::buffer(trailer), kWholeRest, kAwaitTuple);
-    if (tec) co_return Lost(endpoint, tec.message());
     sum = hasher.Digest();
   }
   if (sum != GetU64(trailer.data())) {
@@ -186,8 +216,8 @@ asio::awaitable<Status> ReadAnswer(Stream& sock, const ReadRequest& req, uint8_t
 }
 
 template <class Stream>
-asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, uint8_t* dest, std::string endpoint,
-                                 bool* in_step, uint64_t* checksum) {
+asio::awaitable<Status> ReadOnce(Stream& sock, ReadRequest req, std::span<const MemoryPiece> dest,
+                                 std::string endpoint, bool* in_step, uint64_t* checksum) {
   std::array<uint8_t, kRequestBytes> out{};
   EncodeRequest(req, out.data());
   if (Status st = co_await Send(sock, asio::buffer(out), endpoint); !st.ok()) co_return st;
@@ -242,9 +272,9 @@ asio::awaitable<Status> AuthorizeOnce(Stream& sock, uint64_t ticket, std::string
 template <class Stream>
 asio::awaitable<Status> AuthorizeAndReadOnce(Stream& sock, uint64_t ticket,
                                              std::string_view request, std::string* out,
-                                             ReadRequest first, uint8_t* dest, uint64_t* checksum,
-                                             Status* read_status, std::string endpoint,
-                                             bool* in_step) {
+                                             ReadRequest first, std::span<const MemoryPiece> dest,
+                                             uint64_t* checksum, Status* read_status,
+                                             std::string endpoint, bool* in_step) {
   const std::array<uint8_t, kRequestBytes> head = AuthorizeHead(ticket, request);
   std::array<uint8_t, kRequestBytes> read_head{};
   EncodeRequest(first, read_head.data());
@@ -366,8 +396,8 @@ void TcpTransport::Return(const std::string& pool_key, std::unique_ptr<Conn> con
   cv_.notify_all();
 }
 
-Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
-                          uint64_t* checksum) {
+Status TcpTransport::Read(const std::string& endpoint, const ReadRequest& req,
+                          std::span<const MemoryPiece> dest, uint64_t* checksum) {
   Result<std::unique_ptr<Conn>> conn = Acquire(endpoint, endpoint);
   if (!conn.ok()) return conn.status();
   Conn& c = **conn;
@@ -403,7 +433,8 @@ Result<std::string> TcpTransport::Authorize(const std::string& endpoint, uint64_
 
 Result<std::string> TcpTransport::AuthorizeAndRead(const std::string& endpoint, uint64_t ticket,
                                                    std::string_view request, int64_t timeout_ms,
-                                                   const ReadRequest& first, uint8_t* dest,
+                                                   const ReadRequest& first,
+                                                   std::span<const MemoryPiece> dest,
                                                    uint64_t* checksum, Status* read_status) {
   const std::string pool_key = ControlPool(endpoint);
   Result<std::unique_ptr<Conn>> conn = Acquire(endpoint, pool_key);

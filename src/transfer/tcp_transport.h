@@ -67,8 +67,8 @@ class TcpTransport final : public DataTransport {
   ~TcpTransport() override;
 
   using DataTransport::Read;
-  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
-              uint64_t* checksum) override;
+  Status Read(const std::string& endpoint, const ReadRequest& req,
+              std::span<const MemoryPiece> dest, uint64_t* checksum) override;
   // AUTHORIZE on a connection of the same pool.
   Result<std::string> Authorize(const std::string& endpoint, uint64_t ticket,
                                 std::string_view request, int64_t timeout_ms) override;
@@ -76,8 +76,8 @@ class TcpTransport final : public DataTransport {
   // connections; the READ's bytes come back on it.
   Result<std::string> AuthorizeAndRead(const std::string& endpoint, uint64_t ticket,
                                        std::string_view request, int64_t timeout_ms,
-                                       const ReadRequest& first, uint8_t* dest, uint64_t* checksum,
-                                       Status* read_status) override;
+                                       const ReadRequest& first, std::span<const MemoryPiece> dest,
+                                       uint64_t* checksum, Status* read_status) override;
   void Forget(const std::string& endpoint) override;
   TcpTransportWaits Waits() const;
 

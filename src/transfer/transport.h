@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "common/memory_piece.h"
 #include "tierkv/status.h"
 #include "transfer/data_frame.h"
 
@@ -26,18 +28,22 @@ class DataTransport {
  public:
   virtual ~DataTransport() = default;
   // Reads req.length bytes of a granted item from the owner at `endpoint`
-  // ("HOST:PORT") straight into `dest`, and verifies their checksum. On any
-  // error `dest` may hold part of the bytes and must not be used. Errors: the
+  // ("HOST:PORT") straight into `dest` (pieces filled in order, req.length
+  // bytes in all), and verifies their checksum as they arrive. On any error
+  // `dest` may hold part of the bytes and must not be used. Errors: the
   // owner's refusal (its status code and text: NOT_FOUND for an unknown or
   // released ticket, INVALID_ARGUMENT for a range outside the item, ...),
   // UNAVAILABLE (cannot connect, connection lost, timed out), IO_ERROR
   // (checksum mismatch), PROTOCOL_ERROR (an unusable reply). Thread-safe:
   // concurrent reads use separate connections. `checksum`, when not null,
   // receives the verified xxh3-64 of the bytes (on success only).
-  virtual Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
-                      uint64_t* checksum) = 0;
-  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest) {
-    return Read(endpoint, req, dest, nullptr);
+  virtual Status Read(const std::string& endpoint, const ReadRequest& req,
+                      std::span<const MemoryPiece> dest, uint64_t* checksum) = 0;
+  // Into one piece of req.length bytes.
+  Status Read(const std::string& endpoint, const ReadRequest& req, uint8_t* dest,
+              uint64_t* checksum = nullptr) {
+    const MemoryPiece piece{dest, req.length};
+    return Read(endpoint, req, std::span<const MemoryPiece>(&piece, 1), checksum);
   }
   // Sends an authorization (`request`, bytes the transport does not read:
   // an encoded tierkv.peer.AuthorizeRequest) for `ticket` to the owner at
@@ -57,7 +63,8 @@ class DataTransport {
   // The default sends them one after the other. Thread-safe.
   virtual Result<std::string> AuthorizeAndRead(const std::string& endpoint, uint64_t ticket,
                                                std::string_view request, int64_t timeout_ms,
-                                               const ReadRequest& first, uint8_t* dest,
+                                               const ReadRequest& first,
+                                               std::span<const MemoryPiece> dest,
                                                uint64_t* checksum, Status* read_status) {
     Result<std::string> answer = Authorize(endpoint, ticket, request, timeout_ms);
     *read_status = answer.ok() ? Read(endpoint, first, dest, checksum)
