@@ -187,7 +187,7 @@ void GetIntoRequest::Encode(Writer& w) const {
 Status GetIntoRequest::Decode(Reader& r, uint32_t max_batch, uint32_t max_pieces) {
   constexpr size_t kPieceBytes = 24;
   tenant = r.Str();
-  const uint32_t n = r.Count(kMinKeyBytes + 1 + 4 + kPieceBytes);
+  const uint32_t n = r.Count(kMinKeyBytes + 1 + 4);
   if (Status st = CheckBatch(n, max_batch, r, "batch_get_into"); !st.ok()) return st;
   items.resize(n);
   pieces.clear();

@@ -160,3 +160,67 @@ TEST(Messages, UnknownItemStatusCodeIsAProtocolError) {
 
 }  // namespace
 }  // namespace tierkv::proto
+
+namespace tierkv::proto {
+namespace {
+
+std::string EncodedInto(const GetIntoRequest& req) {
+  std::string buf;
+  Writer w(&buf);
+  req.Encode(w);
+  return buf;
+}
+
+TEST(Messages, GetIntoRequestRoundTripsItsItemsAndPieces) {
+  GetIntoRequest req;
+  req.tenant = "t";
+  req.items = {{"a", kIntoExact, 0, 2}, {"bb", 0, 2, 1}};
+  req.pieces = {{1, 0, 100}, {2, 4096, 50}, {1, 100, 7}};
+  const std::string buf = EncodedInto(req);
+  Reader r(buf);
+  GetIntoRequest back;
+  ASSERT_TRUE(back.Decode(r, 16, 16).ok());
+  EXPECT_EQ(back.tenant, "t");
+  ASSERT_EQ(back.items.size(), 2u);
+  EXPECT_EQ(back.items[0].key, "a");
+  EXPECT_EQ(back.items[0].flags, kIntoExact);
+  EXPECT_EQ(back.items[1].first_piece, 2u);
+  EXPECT_EQ(back.items[1].piece_count, 1u);
+  ASSERT_EQ(back.pieces.size(), 3u);
+  EXPECT_EQ(back.pieces[1].region, 2u);
+  EXPECT_EQ(back.pieces[1].offset, 4096u);
+  EXPECT_EQ(back.pieces[2].length, 7u);
+}
+
+TEST(Messages, GetIntoRequestRefusesWhatItCannotServe) {
+  auto decode = [](const GetIntoRequest& req, uint32_t max_batch, uint32_t max_pieces) {
+    const std::string buf = EncodedInto(req);
+    Reader r(buf);
+    GetIntoRequest back;
+    return back.Decode(r, max_batch, max_pieces).code();
+  };
+  GetIntoRequest req;
+  req.tenant = "t";
+  req.items = {{"a", 0, 0, 2}};
+  req.pieces = {{1, 0, 1}, {1, 1, 1}};
+  EXPECT_EQ(decode(req, 16, 1), Code::kTooLarge);  // pieces over the limit
+  EXPECT_EQ(decode(req, 0, 16), Code::kTooLarge);  // items over the limit
+  req.items[0].flags = 4;
+  EXPECT_EQ(decode(req, 16, 16), Code::kInvalidArgument);  // unknown flag bits
+  req.items = {{"a", 0, 0, 0}};
+  EXPECT_EQ(decode(req, 16, 16), Code::kInvalidArgument);  // no memory to fill
+  // A piece count that the body cannot hold.
+  std::string lie;
+  Writer w(&lie);
+  w.Str("t");
+  w.U32(1);
+  w.Str("a");
+  w.U8(0);
+  w.U32(1000000);
+  Reader r(lie);
+  GetIntoRequest back;
+  EXPECT_EQ(back.Decode(r, 16, 1u << 30).code(), Code::kProtocolError);
+}
+
+}  // namespace
+}  // namespace tierkv::proto

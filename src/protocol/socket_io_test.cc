@@ -3,6 +3,7 @@
 
 #include "protocol/socket_io.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -210,6 +211,62 @@ TEST_F(SocketPair, ClearDropsWhatWasBufferedAndReleaseKeepsItUntilThen) {
   r.Release();
   Put(fds_[1], "fresh");
   EXPECT_EQ(ReadN(r, fds_[0], 5), "fresh");
+}
+
+}  // namespace
+}  // namespace tierkv::proto
+
+namespace tierkv::proto {
+namespace {
+
+bool IsOpen(int fd) { return fcntl(fd, F_GETFD) >= 0; }
+
+TEST_F(SocketPair, ABufferedReaderCollectingDescriptorsKeepsThoseSentWithTheBytes) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  FdQueue queue;
+  BufferedReader reader;
+  reader.CollectFds(&queue);
+  // Two frames' bytes, a descriptor with the second.
+  ASSERT_TRUE(WriteFull(fds_[0], "aaaa", 4, 1000).ok());
+  const int pass[] = {pipe_fds[0]};
+  ASSERT_TRUE(WriteWithFds(fds_[0], "bbbb", 4, pass).ok());
+  char got[8];
+  ASSERT_TRUE(reader.Read(fds_[1], got, 8, 1000).ok());
+  EXPECT_EQ(std::string(got, 8), "aaaabbbb");
+  ASSERT_EQ(queue.size(), 1u);
+  const int received = queue.Take();
+  ASSERT_GE(received, 0);
+  // The same pipe: what is written at one end is read at the received one.
+  ASSERT_EQ(write(pipe_fds[1], "x", 1), 1);
+  char x = 0;
+  EXPECT_EQ(read(received, &x, 1), 1);
+  EXPECT_EQ(x, 'x');
+  EXPECT_EQ(queue.Take(), -1);
+  close(received);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+}
+
+TEST(FdQueue, OneThatComesWhenFullIsClosedAndTheRestOnDestruction) {
+  int a[2], b[2], c[2];
+  ASSERT_EQ(pipe(a), 0);
+  ASSERT_EQ(pipe(b), 0);
+  ASSERT_EQ(pipe(c), 0);
+  {
+    FdQueue q;
+    q.Push(a[0]);
+    q.Push(b[0]);
+    q.Push(c[0]);  // over capacity: closed at once
+    EXPECT_FALSE(IsOpen(c[0]));
+    EXPECT_EQ(q.size(), FdQueue::kCapacity);
+    EXPECT_EQ(q.Take(), a[0]);  // oldest first; now the caller's
+    EXPECT_TRUE(IsOpen(b[0]));
+  }
+  EXPECT_TRUE(IsOpen(a[0]));
+  EXPECT_FALSE(IsOpen(b[0]));  // closed with the queue
+  close(a[0]);
+  for (int fd : {a[1], b[1], c[1]}) close(fd);
 }
 
 }  // namespace
