@@ -74,7 +74,8 @@ if(TIERKV_BUILD_PYTHON)
   set(PYBIND11_PYTHON_VERSION ${Python3_VERSION})
   set(PYTHON_EXECUTABLE ${Python3_EXECUTABLE})
   find_package(pybind11 CONFIG REQUIRED)
-  pybind11_add_module(_tierkv NO_EXTRAS python/tierkv_ext.cc python/value_view.cc)
+  pybind11_add_module(_tierkv NO_EXTRAS python/tierkv_ext.cc python/value_view.cc
+    python/registered_buffer.cc)
   target_link_libraries(_tierkv PRIVATE tierkv_client)
   set_target_properties(_tierkv PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python/tierkv)
   file(GLOB TIERKV_PY_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/tierkv/*.py

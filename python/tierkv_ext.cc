@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "device_parts.h"
+#include "registered_buffer.h"
 #include "tierkv/client.h"
 #include "value_view.h"
 
@@ -250,6 +251,26 @@ class PyClient {
     Buffer buf(source, false);
     const size_t n = length.is_none() ? buf.size() : std::min(buf.size(), length.cast<size_t>());
     PutRaw(k, buf.data(), n, group, tenant, upsert);
+  }
+
+  tierkv::RegisteredBuffer RegisterBuffer(size_t size) {
+    tierkv::Client& c = C();
+    tierkv::Result<tierkv::RegisteredBuffer> r = [&] {
+      py::gil_scoped_release nogil;
+      return c.RegisterBuffer(size);
+    }();
+    Check(r.status());
+    return std::move(r).value();
+  }
+  void UnregisterBuffer(const py::handle& buf) {
+    const uint64_t id = py::isinstance<py::int_>(buf) ? buf.cast<uint64_t>()
+                                                      : buf.cast<tierkv::RegisteredBuffer&>().id;
+    tierkv::Client& c = C();
+    const Status st = [&] {
+      py::gil_scoped_release nogil;
+      return c.UnregisterBuffer(id);
+    }();
+    Check(st);
   }
 
   // A pinned, zero-copy view of the value; None on a miss.
@@ -689,6 +710,7 @@ PYBIND11_MODULE(_tierkv, m) {
       });
 
   tierkv::python::ValueView::Register(m);
+  tierkv::python::RegisterRegisteredBuffer(m);
 
   py::class_<PyClient>(m, "Client")
       .def(py::init<const std::string&, std::string, uint32_t, int, std::string, std::string, bool,
@@ -698,6 +720,8 @@ PYBIND11_MODULE(_tierkv, m) {
            py::arg("namespace") = "", py::arg("pipeline_commits") = false,
            py::arg("lease_free_reads") = true, py::arg("device_copies") = "",
            py::arg("cuda_library") = "", py::arg("device_puts_in_hbm") = true)
+      .def("register_buffer", &PyClient::RegisterBuffer, py::arg("size"))
+      .def("unregister_buffer", &PyClient::UnregisterBuffer, py::arg("buffer"))
       .def("close", &PyClient::Close)
       .def("flush", &PyClient::Flush)
       .def_property_readonly("closed", &PyClient::closed)

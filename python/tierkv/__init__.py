@@ -19,11 +19,12 @@ from .errors import (BY_CODE, Duplicated, InternalError, InvalidArgument, IoErro
 
 Status = _tierkv.Status
 ValueView = _tierkv.ValueView
+RegisteredBuffer = _tierkv.RegisteredBuffer
 
 _tierkv._set_error_factory(from_code)
 
 __all__ = [
-    "Client", "derive_namespace", "Status", "ValueView", "TierkvError", "NotFound", "Duplicated", "NoSpace", "Retry",
+    "Client", "derive_namespace", "Status", "ValueView", "RegisteredBuffer", "TierkvError", "NotFound", "Duplicated", "NoSpace", "Retry",
     "LeaseExpired", "InvalidArgument", "TooLarge", "ProtocolError", "IoError", "Unavailable",
     "NotSupported", "InternalError", "BY_CODE",
 ]

@@ -223,6 +223,26 @@ class Client:
             target, length = region[0], region[1] if length is None else min(length, region[1])
         return self._c.get_into(key, target, length, tenant)
 
+    def register_buffer(self, size: int) -> _tierkv.RegisteredBuffer:
+        """Allocates ``size`` bytes of memory shared with the manager (Unix
+        socket only) and registers it: a get into any part of it
+        (:meth:`get_into`, :meth:`batch_get_into`, :meth:`batch_get_parts`) is
+        answered by the manager writing the value there, one copy out of its
+        pool, or, for a value another manager holds, read by the data channel
+        straight into it with no copy kept on this manager. The result exports
+        writable bytes through the buffer protocol (``memoryview(buf)``,
+        ``numpy.frombuffer(buf, dtype=...)``, ``torch.frombuffer(buf,
+        dtype=...)``): use it as the memory the values are wanted in (an
+        engine's host KV pool). It stays mapped while it, or any buffer taken
+        from it, lives. Raises :class:`tierkv.NotSupported` over TCP or when the
+        manager takes none, :class:`tierkv.NoSpace` over its budgets."""
+        return self._c.register_buffer(size)
+
+    def unregister_buffer(self, buffer: _tierkv.RegisteredBuffer | int) -> None:
+        """The manager forgets the buffer (or its ``id``); gets into it take the
+        plain path from then on. Its memory stays mapped while referenced."""
+        self._c.unregister_buffer(buffer)
+
     def get_view(self, key: Key, *, tenant: str | None = None) -> _tierkv.ValueView | None:
         """A zero-copy, read-only view of the value where it lies in the
         manager's shared pool (Unix socket only), or ``None`` on a miss. Use it
