@@ -17,7 +17,10 @@ Result<transfer::GrantSpan> SlicedGrant::Open(uint64_t ticket, uint32_t item, ui
   if (ticket == 0 || generation != kRigGeneration || (item + 1) * ticket > bytes_.size()) {
     return NotFound("no grant");
   }
-  return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket};
+  std::lock_guard lock(mu_);
+  std::unique_ptr<ValueDigests>& d = digests_[{ticket, item}];
+  if (!d) d = std::make_unique<ValueDigests>();
+  return transfer::GrantSpan{nullptr, bytes_.data() + item * ticket, ticket, d.get()};
 }
 
 std::unique_ptr<transfer::DataServer> StartRigServer(transfer::GrantSource* grants,

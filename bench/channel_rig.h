@@ -5,10 +5,15 @@
 #define TIERKV_BENCH_CHANNEL_RIG_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "media/checksum.h"
 
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
@@ -22,7 +27,9 @@ inline constexpr uint64_t kRigGeneration = 3;
 // ticket of a READ is the item size it slices the pool by (a bench's
 // convention): item i is bytes [i * ticket, (i + 1) * ticket). Every
 // authorization is granted at once, on the connection's event loop; what a
-// READ checks is Open's.
+// READ checks is Open's. As a manager does, each item keeps the checksums
+// its READs computed, so only the first READ of an item hashes it on the
+// serving side.
 class SlicedGrant final : public transfer::GrantSource {
  public:
   explicit SlicedGrant(uint64_t size);
@@ -35,6 +42,8 @@ class SlicedGrant final : public transfer::GrantSource {
 
  private:
   std::vector<uint8_t> bytes_;
+  std::mutex mu_;
+  std::map<std::pair<uint64_t, uint32_t>, std::unique_ptr<ValueDigests>> digests_;
 };
 
 // A DataServer serving `grants` on a loopback port of the system's choosing;

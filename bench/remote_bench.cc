@@ -11,8 +11,13 @@
 //    sides (distinct buffers, as the measured path: out of the caches). Between rounds b drops its
 //    copies, so every get is a remote one; a keeps the checksums it computed, so only round 1 of x1
 //    reads values a has not hashed before (reported on its own as well).
+//    The same gets into registered memory (Client::RegisterBuffer: the data
+//    channel reads each value straight into the client's buffer, and b keeps
+//    no copy), in the same rounds before the plain ones; and, once b holds
+//    the values, local gets into registered memory beside plain local gets.
 // 2. Latency: a local hit against a remote hit on b, 4 KiB and 1 MiB
-//    objects, median and p99.
+//    objects, median and p99; the same into registered memory (the remote
+//    hit on b, the local hit on the owner a).
 // 3. A batch of 64 objects of 1 MiB with lookahead (b) and without (c,
 //    --remote-read-lookahead false).
 // 4. Where authorizations go: b sends them over the owner's data channel
@@ -86,26 +91,36 @@ void DropAll(const ManagerProcess& m) {
   if (c.ok()) (void)(*c)->RemoveAll(kDefaultTenant, true);
 }
 
-// Gets keys prefix0..prefix{n-1} on `m`, split over `threads`; GB/s.
+// Gets keys prefix0..prefix{n-1} on `m`, split over `threads`; GB/s. With
+// `registered`, each thread's client gets into a buffer it registered (the
+// manager writes the values there) instead of plain memory of its own.
 Series RemoteGets(const ManagerProcess& m, const std::string& prefix, int n, uint64_t size,
-                  int threads, int* failures) {
+                  int threads, int* failures, bool registered = false) {
   Series s("tierkv remote get", size, threads);
   std::vector<std::thread> ts;
   std::atomic<int> failed{0};
   // Connected (the pool mapped) and buffers touched before the clock starts.
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<std::vector<char>> bufs;
+  std::vector<RegisteredBuffer> regs;
+  std::vector<uint8_t*> dests;
   for (int t = 0; t < threads; ++t) {
     auto c = Client::Connect(m.uds());
     if (!c.ok()) return s;
     clients.push_back(std::move(*c));
-    bufs.emplace_back(size, 1);
+    bufs.emplace_back(registered ? 0 : size, 1);
+    if (registered) {
+      Result<RegisteredBuffer> r = clients.back()->RegisterBuffer(size);
+      if (!r.ok()) return s;
+      regs.push_back(*r);
+    }
+    dests.push_back(registered ? regs.back().data : reinterpret_cast<uint8_t*>(bufs.back().data()));
   }
   const double t0 = NowSeconds();
   for (int t = 0; t < threads; ++t) {
     ts.emplace_back([&, t] {
       for (int i = t; i < n; i += threads) {
-        if (!clients[t]->Get(prefix + std::to_string(i), bufs[t].data(), size).ok()) ++failed;
+        if (!clients[t]->Get(prefix + std::to_string(i), dests[t], size).ok()) ++failed;
       }
     });
   }
@@ -129,6 +144,29 @@ void Latencies(const ManagerProcess& m, const std::string& prefix, int n, uint64
     if ((*c)->Get(key, buf.data(), buf.size()).ok()) remote->latencies.push_back(NowSeconds() - t0);
     t0 = NowSeconds();
     if ((*c)->Get(key, buf.data(), buf.size()).ok()) local->latencies.push_back(NowSeconds() - t0);
+  }
+  remote->ops = remote->latencies.size();
+  local->ops = local->latencies.size();
+}
+
+// Latency of one get into registered memory of a key held only by `owner`
+// (on `requester`: a remote hit, leaving no copy there), then of the same key
+// on its owner (a local hit).
+void RegisteredLatencies(const ManagerProcess& requester, const ManagerProcess& owner,
+                         const std::string& prefix, int n, uint64_t size, Series* remote,
+                         Series* local) {
+  auto rc = Client::Connect(requester.uds());
+  auto oc = Client::Connect(owner.uds());
+  if (!rc.ok() || !oc.ok()) return;
+  Result<RegisteredBuffer> rb = (*rc)->RegisterBuffer(size);
+  Result<RegisteredBuffer> ob = (*oc)->RegisterBuffer(size);
+  if (!rb.ok() || !ob.ok()) return;
+  for (int i = 0; i < n; ++i) {
+    const std::string key = prefix + std::to_string(i);
+    double t0 = NowSeconds();
+    if ((*rc)->Get(key, rb->data, size).ok()) remote->latencies.push_back(NowSeconds() - t0);
+    t0 = NowSeconds();
+    if ((*oc)->Get(key, ob->data, size).ok()) local->latencies.push_back(NowSeconds() - t0);
   }
   remote->ops = remote->latencies.size();
   local->ops = local->latencies.size();
@@ -191,7 +229,8 @@ int Main(int argc, char** argv) {
     const int n = size == kMiB ? n1 : n16;
     const std::string prefix = size == kMiB ? "m" : "h";
     for (int threads : {1, 4}) {
-      std::vector<double> raws, fetches, colds, gets, grpc_gets, channels, locals;
+      std::vector<double> raws, fetches, colds, gets, grpc_gets, channels, locals, intos,
+          local_intos;
       const bool compare_grpc = size == kMiB && threads == 1;
       for (int r = 0; r < kRounds; ++r) {
         raws.push_back(RawTcpGBps(size, size * static_cast<uint64_t>(n), threads, false));
@@ -201,9 +240,13 @@ int Main(int argc, char** argv) {
             ChannelGBps(**rig, rig_pool, rig_ep, size, size * static_cast<uint64_t>(n), threads));
         if (channels.back() == 0) ++failures;
         DropAll(*b);
+        // Into registered memory first: it leaves no copy on b, so the plain
+        // remote gets after it are remote too.
+        intos.push_back(RemoteGets(*b, prefix, n, size, threads, &failures, true).GBps());
         Series s = RemoteGets(*b, prefix, n, size, threads, &failures);
         gets.push_back(s.GBps());
         locals.push_back(RemoteGets(*b, prefix, n, size, threads, &failures).GBps());
+        local_intos.push_back(RemoteGets(*b, prefix, n, size, threads, &failures, true).GBps());
         if (compare_grpc) {
           DropAll(*d);
           grpc_gets.push_back(RemoteGets(*d, prefix, n, size, threads, &failures).GBps());
@@ -218,7 +261,7 @@ int Main(int argc, char** argv) {
                           Median(grpc_gets) / Median(raws), 0});
       }
       const double raw = Median(raws), fetch = Median(fetches), got = Median(gets);
-      const double channel = Median(channels), local = Median(locals);
+      const double channel = Median(channels), local = Median(locals), into = Median(intos);
       const double ceiling = channel > 0 && local > 0 ? 1 / (1 / channel + 1 / local) : 0;
       const std::string x = " x" + std::to_string(threads);
       AddRateSeries(&series, size, threads, size * static_cast<uint64_t>(n),
@@ -228,7 +271,28 @@ int Main(int argc, char** argv) {
                      {"data channel read alone", channel},
                      {"tierkv local get (b)", local},
                      {"remote get ceiling: read, then local get", ceiling},
-                     {"tierkv remote get", got}});
+                     {"tierkv remote get", got},
+                     {"tierkv remote get into registered memory", into},
+                     {"tierkv local get into registered memory (b)", Median(local_intos)}});
+      ratios.push_back({"remote get into registered memory " + SizeName(size) + x + " / plain tcp" +
+                            x + " (median of 3)",
+                        into / raw, 0.8});
+      ratios.push_back({"remote get into registered memory " + SizeName(size) + x +
+                            " / remote get (pool, then copy)" + x,
+                        into / got, 0});
+      ratios.push_back(
+          {"local get into registered memory " + SizeName(size) + x + " / plain local get" + x,
+           Median(local_intos) / local, 1.0});
+      if (threads == 1) {
+        ratios.push_back({"data channel read alone " + SizeName(size) + " x1 / plain tcp x1",
+                          channel / raw, 0.9});
+        if (size == kMiB) {
+          ratios.push_back(
+              {"remote get into registered memory 1MiB x1 / tcp fetch, a request "
+               "per object x1",
+               into / fetch, 0.9});
+        }
+      }
       ratios.push_back({"remote get " + SizeName(size) + x + " / plain tcp" + x + " (median of 3)",
                         got / raw, 0.8});
       ratios.push_back({"remote get ceiling " + SizeName(size) + x +
@@ -268,6 +332,16 @@ int Main(int argc, char** argv) {
     series.push_back(remote);
     series.push_back(local);
     series.push_back(remote_grpc);
+    Series remote_into("remote hit latency, registered memory", size, 1),
+        local_into("local hit latency, registered memory (a)", size, 1);
+    DropAll(*b);  // the plain gets above left copies
+    RegisteredLatencies(*b, *a, size == 4096 ? "s" : "m", 200, size, &remote_into, &local_into);
+    remote_into.seconds = local_into.seconds = 1;
+    ratios.push_back({"remote / local hit p50 " + SizeName(size) + ", registered memory",
+                      remote_into.PercentileUs(50) / std::max(local_into.PercentileUs(50), 1e-3),
+                      0});
+    series.push_back(remote_into);
+    series.push_back(local_into);
   }
   DropAll(*b);
   Series with = Batch(*b, "m", 10, "batch 64x1MiB lookahead");

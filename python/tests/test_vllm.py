@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+import requests
 import torch
 
 from conftest import BUILD, Manager
@@ -110,14 +111,27 @@ def test_mla_blocks_round_trip(manager):
         e2.close()
 
 
+def registered_gets(m: Manager) -> int:
+    """Values the manager wrote into clients' registered memory."""
+    series = 'tierkv_registered_gets_total{where="local"} '
+    for line in requests.get(m.rest + "/metrics", timeout=5).text.splitlines():
+        if line.startswith(series):
+            return int(line.split()[1])
+    raise AssertionError("no " + series)
+
+
 def test_a_head_major_cache_goes_through_staging_with_the_same_objects(manager):
     e1 = Engine(manager.uds)  # blocks contiguous: read and written in place
     e2 = Engine(manager.uds, hnd=True, first_block=32)  # not: staged with torch copies
     try:
         e1.run(PROMPT)
+        assert registered_gets(manager) == 0
         got = e2.run(PROMPT)
         assert got["loaded"] == 4 * BLOCK
         assert torch.equal(got["logits"], scratch_logits(PROMPT))
+        # Its loads were staged in registered memory: the manager wrote the
+        # 4 blocks there.
+        assert registered_gets(manager) == 4
         other = PROMPT[:2 * BLOCK] + [9] * (2 * BLOCK + 1)
         e2.run(other)  # saves its blocks 2 and 3 through staging
         e3 = Engine(manager.uds, first_block=16)

@@ -7,8 +7,12 @@ V of the block; FlashInfer ``[num_blocks, 2, ...]`` and MLA ``[num_blocks,
 block_size, dim]`` give the block itself. Where those views are contiguous
 host memory the client reads and writes them in place (one round trip per
 batch); otherwise (CUDA tensors, a head-major physical layout) the bytes go
-through a staging buffer (pinned host memory for CUDA) with torch copies, on
-a CUDA stream of the thread's own when there is one.
+through a staging buffer with torch copies, on a CUDA stream of the thread's
+own when there is one: pinned host memory for CUDA; for host tensors, memory
+registered with the manager (``register_buffer``) for loads, so that the
+manager writes the blocks there itself (a remote block is read by the data
+channel straight into it, with no copy kept on the manager), and plain host
+memory when the manager takes no registration.
 
 Thread-safety: submit, drain, finished, take_load_errors and close may be
 called from any thread; every transfer runs on the worker's one thread, and
@@ -83,6 +87,7 @@ class Worker:
         self._load_errors: set[int] = set()
         self._in_place = False
         self._stream = None
+        self._registered: tuple[Any, Any] | None = None  # (client, its RegisteredBuffer)
         self._thread = threading.Thread(target=self._run, name="tierkv-vllm", daemon=True)
         self._thread.start()
 
@@ -216,8 +221,12 @@ class Worker:
         """The transfer through one host buffer: views copied in before a
         save, copied out of it after a load (only the blocks that arrived)."""
         lens = [v.numel() * v.element_size() for v in views]
-        staging = torch.empty(sum(lens), dtype=torch.uint8,
-                              pin_memory=any(v.is_cuda for v in views))
+        cuda = any(v.is_cuda for v in views)
+        registered = None if cuda or kind == "save" else self._registered_staging(client, sum(lens))
+        if registered is not None:
+            staging = torch.frombuffer(registered, dtype=torch.uint8, count=sum(lens))
+        else:
+            staging = torch.empty(sum(lens), dtype=torch.uint8, pin_memory=cuda)
         parts, at = [], 0
         for v, n in zip(views, lens):
             parts.append(staging[at:at + n])
@@ -242,6 +251,34 @@ class Worker:
         if self._stream is not None:
             self._stream.synchronize()
         return ok
+
+
+    # Registered staging grows to the largest load, up to this.
+    _MAX_REGISTERED = 1 << 30
+
+    def _registered_staging(self, client: Any, nbytes: int) -> Any:
+        """Memory of ``client`` registered with its manager, at least
+        ``nbytes``, for a load's staging; None when it cannot have any (TCP,
+        the manager takes none or refuses more, a load over the cap)."""
+        held = self._registered
+        if held is not None and held[0] is client and held[1].size >= nbytes:
+            return held[1]
+        self._registered = None
+        if held is not None and held[0] is client:
+            try:
+                client.unregister_buffer(held[1])
+            except TierkvError:
+                pass
+        if nbytes > self._MAX_REGISTERED or not getattr(client, "shared_memory", False):
+            return None
+        size = 1 << max(20, (nbytes - 1).bit_length())
+        try:
+            buf = client.register_buffer(min(size, self._MAX_REGISTERED))
+        except TierkvError as e:
+            log.debug("tierkv: no registered staging (%s); plain host memory", e)
+            return None
+        self._registered = (client, buf)
+        return buf
 
 
 class _NoStream:
