@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "media/checksum.h"
-
 #include "transfer/data_server.h"
 #include "transfer/tcp_transport.h"
 
