@@ -130,6 +130,21 @@ TEST(RegisteredMemory, GetsIntoRegisteredMemoryCarryEveryByte) {
   EXPECT_EQ(LocalGets(m), static_cast<int64_t>(2 * sizes.size() + 1));
 }
 
+// The manager's copy into registered memory is made under a read lease: a
+// copy that outlasts it (here a 1 ms lease, a 96 MiB value) may have been
+// overwritten meanwhile and is reported LEASE_EXPIRED, never as the value.
+TEST(RegisteredMemory, ACopyThatOutlastsItsLeaseIsNotReportedAsTheValue) {
+  ManagerProcess m({"--lease-ms", "1", "--dram-size", "256MiB", "--max-object-bytes", "128MiB"});
+  auto c = Connect(m.uds());
+  const std::string value = RandomBytes(96u << 20, 4);
+  ASSERT_TRUE(c->Put("big", value).ok());
+  Result<RegisteredBuffer> buf = c->RegisterBuffer(96u << 20);
+  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+  Result<size_t> got = c->Get("big", buf->data, buf->size);
+  EXPECT_EQ(got.status().code(), Code::kLeaseExpired) << got.status().ToString();
+  EXPECT_EQ(LocalGets(m), 0);
+}
+
 // A client process that exits (killed) holding registrations: the manager
 // unmaps them and gives their bytes back to the budget.
 TEST(RegisteredMemory, AClientThatExitsHoldingRegistrationsLeavesNothingBehind) {
@@ -258,7 +273,17 @@ TEST(RegisteredMemory, MemoryAClientDoesNotHoldOrCannotLendIsRefused) {
   // Another size than the memfd's, and a descriptor of another file than named.
   EXPECT_EQ(Register(raw, sealed, 8192, InodeOf(sealed)).code(), Code::kInvalidArgument);
   EXPECT_EQ(Register(raw, sealed, 4096, InodeOf(sealed) + 1).code(), Code::kInvalidArgument);
-  EXPECT_EQ(ScrapeMetric(m, "tierkv_registrations_refused_total"), 7);
+  // The manager's own pool, whose descriptor every Unix-socket client holds:
+  // writable and sealed, but not the client's memory.
+  RawConn pool_holder(m.uds());
+  ASSERT_GE(pool_holder.pool_fd(), 0);
+  struct stat pool_stat {};
+  ASSERT_EQ(fstat(pool_holder.pool_fd(), &pool_stat), 0);
+  r = Register(raw, pool_holder.pool_fd(), static_cast<uint64_t>(pool_stat.st_size),
+               pool_stat.st_ino);
+  EXPECT_EQ(r.code(), Code::kInvalidArgument) << r.message();
+  EXPECT_NE(r.message().find("own shared memory"), std::string::npos) << r.message();
+  EXPECT_EQ(ScrapeMetric(m, "tierkv_registrations_refused_total"), 8);
   EXPECT_EQ(ScrapeMetric(m, "tierkv_registered_regions"), 1);  // the owner's only
 
   // Another session's region id means nothing here: the owner's memory

@@ -68,6 +68,11 @@ Result<std::unique_ptr<RegisteredRegion>> RegisteredMemory::Map(int fd, uint64_t
       (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR) {
     return refuse(Code::kInvalidArgument, "register: the memfd is not writable");
   }
+  for (const auto& [dev, ino] : refused_files_) {
+    if (static_cast<uint64_t>(st.st_dev) == dev && static_cast<uint64_t>(st.st_ino) == ino) {
+      return refuse(Code::kInvalidArgument, "register: that is the manager's own shared memory");
+    }
+  }
   if (size == 0 || static_cast<uint64_t>(st.st_size) != size) {
     return refuse(Code::kInvalidArgument, "register: the memfd holds " +
                                               std::to_string(st.st_size) + " bytes, not the " +
@@ -98,6 +103,16 @@ Result<std::unique_ptr<RegisteredRegion>> RegisteredMemory::Map(int fd, uint64_t
   regions_.fetch_add(1, std::memory_order_relaxed);
   registrations_.fetch_add(1, std::memory_order_relaxed);
   return std::make_unique<RegisteredRegion>(this, static_cast<uint8_t*>(base), size);
+}
+
+void RegisteredMemory::RefuseFilesOf(std::span<const int> fds) {
+  for (int fd : fds) {
+    struct stat st {};
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+      refused_files_.emplace_back(static_cast<uint64_t>(st.st_dev),
+                                  static_cast<uint64_t>(st.st_ino));
+    }
+  }
 }
 
 RegisteredRegion::~RegisteredRegion() {

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/memory_piece.h"
@@ -48,6 +49,11 @@ class RegisteredMemory {
  public:
   explicit RegisteredMemory(RegisteredLimits limits) : limits_(limits) {}
 
+  // The files of `fds` (the manager's own shared memory: its pool, the
+  // generation table) are refused as regions from now on. Call before
+  // serving; not thread-safe with Map.
+  void RefuseFilesOf(std::span<const int> fds);
+
   const RegisteredLimits& limits() const { return limits_; }
   // Checks and maps `fd` (taken: closed here whatever happens), whose file
   // must be `size` bytes, for a session that holds `session_bytes` already.
@@ -64,6 +70,7 @@ class RegisteredMemory {
  private:
   friend class RegisteredRegion;
   const RegisteredLimits limits_;
+  std::vector<std::pair<uint64_t, uint64_t>> refused_files_;  // (device, inode)
   std::atomic<uint64_t> bytes_{0}, regions_{0};
   std::atomic<uint64_t> registrations_{0}, refused_{0};
   std::atomic<uint64_t> local_gets_{0}, local_bytes_{0}, remote_gets_{0}, remote_bytes_{0};

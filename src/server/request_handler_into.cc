@@ -123,6 +123,7 @@ void RequestHandler::GetIntoLocal(std::string_view tenant, std::span<const std::
   std::vector<Result<LeaseGrant>> grants =
       store->BatchLease(caller_, tenant, keys, ReadHold::kLease);
   std::vector<uint64_t> leases;
+  std::vector<size_t> leased;  // the item of each lease
   std::vector<std::string_view> missed;
   std::vector<IntoDest> missed_dests;
   std::vector<size_t> missed_idx;
@@ -141,16 +142,28 @@ void RequestHandler::GetIntoLocal(std::string_view tenant, std::span<const std::
     }
     const LeaseGrant& g = *grants[j];
     leases.push_back(g.lease_id);
+    leased.push_back(i);
     if (Status fits = dest.Fits(g.size); !fits.ok()) {
       out[i] = std::move(fits);
       continue;
     }
     ScatterInto(dest.pieces, g.data, g.size);
-    registered.CountGet(/*remote=*/false, g.size);
     out[i] = g.size;
   }
-  // Copied under the leases; their release cannot fail a copy already made.
-  if (!leases.empty()) (void)store->BatchRelease(caller_, leases);
+  // A copy is the value's only when its lease held to the end: one that
+  // expired meanwhile (LEASE_EXPIRED) may have been reused under it.
+  if (!leases.empty()) {
+    const std::vector<Status> released = store->BatchRelease(caller_, leases);
+    for (size_t k = 0; k < leases.size(); ++k) {
+      Result<uint64_t>& got = out[leased[k]];
+      if (!got.ok()) continue;
+      if (!released[k].ok()) {
+        got = released[k];
+        continue;
+      }
+      registered.CountGet(/*remote=*/false, *got);
+    }
+  }
   if (missed.empty()) return;
   std::vector<Result<uint64_t>> fetched =
       ctx_.catalog->FetchInto(tenant, missed, caller_.name_space, missed_dests);

@@ -38,7 +38,11 @@ Server::Server(const ServerOptions& options, Store* store)
       store_(store),
       client_metrics_(options.max_metric_ranks),
       registered_({options.max_registered_bytes, options.max_registered_bytes_per_client,
-                   options.max_registered_regions_per_client}) {}
+                   options.max_registered_regions_per_client}) {
+  // A client holds the pool's descriptor (HELLO): it is no memory of its own.
+  const int own[] = {store->pool().fd(), store->pool().generations_fd()};
+  registered_.RefuseFilesOf(own);
+}
 
 Server::~Server() { Stop(); }
 
