@@ -83,6 +83,20 @@ def test_gets_into_registered_memory_land_there_from_every_kind_of_target(manage
     view.release()
 
 
+def test_a_buffer_is_its_own_clients_only(manager):
+    a = tierkv.Client(manager.uds, "registered-a")
+    b = tierkv.Client(manager.uds, "registered-b")
+    buf = a.register_buffer(4096)
+    with pytest.raises(tierkv.NotFound):
+        b.unregister_buffer(buf)  # not b's: nothing of b's is touched
+    a.put("x", b"0123456789")
+    assert a.get_into("x", memoryview(buf)[:10]) == 10
+    assert bytes(memoryview(buf)[:10]) == b"0123456789"
+    a.unregister_buffer(buf)
+    a.close()
+    b.close()
+
+
 def test_registration_needs_a_unix_socket(manager):
     c = tierkv.Client(manager.tcp, "registered-tcp")
     with pytest.raises(tierkv.NotSupported):

@@ -228,7 +228,7 @@ class Client::Impl {
 
   // Registered buffers (RegisterBuffer), by the address they start at.
   struct Registration {
-    uint64_t handle = 0;  // RegisteredBuffer::id
+    uint64_t handle = 0;  // RegisteredBuffer::id, unique in the process
     int fd = -1;          // the memfd, passed again after a reconnect
     uint64_t inode = 0;
     uint8_t* data = nullptr;
@@ -239,7 +239,6 @@ class Client::Impl {
     bool refused = false;                 // the manager refused it on `incarnation`
   };
   std::map<uintptr_t, Registration> registrations;
-  uint64_t next_registration = 1;
 
   ~Impl() {
     CloseHbmImports();

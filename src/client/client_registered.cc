@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include "client/client_impl.h"
@@ -39,7 +40,9 @@ Result<RegisteredBuffer> Client::RegisterBuffer(size_t bytes) {
   struct stat st {};
   (void)fstat(r.fd, &st);
   (void)PrefaultWritable(base, bytes);
-  r.handle = impl_->next_registration++;
+  // Unique in the process: a buffer of another client is never this one's.
+  static std::atomic<uint64_t> next_handle{1};
+  r.handle = next_handle.fetch_add(1, std::memory_order_relaxed);
   r.inode = static_cast<uint64_t>(st.st_ino);
   r.data = static_cast<uint8_t*>(base);
   r.size = bytes;
