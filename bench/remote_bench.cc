@@ -113,7 +113,10 @@ BenchClient* ClientFor(const ManagerProcess& m, int thread, bool registered) {
   constexpr uint64_t kMost = 16 * kMiB;  // the largest object measured
   if (registered) {
     Result<RegisteredBuffer> r = c.client->RegisterBuffer(kMost);
-    if (!r.ok()) return nullptr;
+    if (!r.ok()) {  // a manager without registered memory (an older build)
+      c.client.reset();
+      return nullptr;
+    }
     c.registered = *r;
   } else {
     c.plain.assign(kMost, 1);
