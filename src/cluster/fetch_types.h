@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -54,6 +55,25 @@ struct FetchItem {
     return ans.status.ok() && (any_generation || ans.size == loc.size);
   }
 };
+
+// One item per key of `tenant`, in order.
+inline std::vector<FetchItem> ItemsFor(std::string_view tenant,
+                                       std::span<const std::string_view> keys) {
+  std::vector<FetchItem> items(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    items[i].tenant = tenant;
+    items[i].key = keys[i];
+  }
+  return items;
+}
+
+// A pointer to each of `items`, in order.
+inline std::vector<FetchItem*> PointersTo(std::vector<FetchItem>& items) {
+  std::vector<FetchItem*> out;
+  out.reserve(items.size());
+  for (FetchItem& it : items) out.push_back(&it);
+  return out;
+}
 
 struct FetchSegment {
   std::vector<FetchItem*> items;

@@ -111,12 +111,10 @@ std::vector<Status> RemoteFetcher::Fetch(std::string_view tenant,
                                          std::vector<uint64_t>* superseded) {
   TraceScope trace(Trace().fetch);
   counters_.fetches.fetch_add(keys.size(), std::memory_order_relaxed);
-  std::vector<Item> items(keys.size());
+  std::vector<Item> items = ItemsFor(tenant, keys);
   std::vector<std::string> composites(keys.size());
   std::vector<SingleFlight<std::string, Status>::Joined> flights(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    items[i].tenant = tenant;
-    items[i].key = keys[i];
     items[i].keep_superseded = superseded != nullptr;
     composites[i].reserve(tenant.size() + 1 + keys[i].size());
     composites[i].append(tenant).push_back('\0');
@@ -159,15 +157,9 @@ std::vector<Result<uint64_t>> RemoteFetcher::FetchInto(std::string_view tenant,
   TraceScope trace(Trace().fetch);
   counters_.fetches.fetch_add(keys.size(), std::memory_order_relaxed);
   // Each call reads its own bytes into its own memory: no flight is shared.
-  std::vector<Item> items(keys.size());
-  std::vector<Item*> todo;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    items[i].tenant = tenant;
-    items[i].key = keys[i];
-    items[i].into = &dests[i];
-    todo.push_back(&items[i]);
-  }
-  RunRounds(tenant, std::move(todo));
+  std::vector<Item> items = ItemsFor(tenant, keys);
+  for (size_t i = 0; i < keys.size(); ++i) items[i].into = &dests[i];
+  RunRounds(tenant, PointersTo(items));
   std::vector<Result<uint64_t>> out;
   out.reserve(keys.size());
   bool all = true;

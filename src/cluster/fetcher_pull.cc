@@ -18,15 +18,12 @@ std::vector<RemoteFetcher::PullOutcome> RemoteFetcher::Pull(std::string_view ten
                                                             std::span<const uint64_t> generations) {
   TraceScope trace(Trace().fetch);
   counters_.fetches.fetch_add(keys.size(), std::memory_order_relaxed);
-  std::vector<Item> items(keys.size());
-  std::vector<Item*> todo;
+  std::vector<Item> items = ItemsFor(tenant, keys);
   for (size_t i = 0; i < keys.size(); ++i) {
-    items[i].tenant = tenant;
-    items[i].key = keys[i];
     items[i].only_owner = source;
     items[i].only_generation = i < generations.size() ? generations[i] : 0;
-    todo.push_back(&items[i]);
   }
+  std::vector<Item*> todo = PointersTo(items);
   // Neither leads nor follows a concurrent fetch of the same key: that one
   // may read another owner's value, and this one must read the source's.
   RunPlans(todo);
